@@ -1,0 +1,123 @@
+/*
+ * jev.h - the one public header of jev: typed decisions about an image and a
+ * context with a local vision-language model (Qwen3.5), in C.
+ *
+ * Usage:
+ *
+ *     struct jev_model_params mp = jev_model_default_params();
+ *     struct jev_model *model = NULL;
+ *     char err[512];
+ *     if (jev_model_load("path/to/Qwen3.5-0.8B-4bit", &mp, &model, err, sizeof err) != JEV_OK) {
+ *         fprintf(stderr, "jev: %s\n", err);
+ *         return 1;
+ *     }
+ *     struct jev_engine_params ep = jev_engine_default_params();
+ *     struct jev_engine *engine = NULL;
+ *     jev_engine_init(model, &ep, &engine);
+ *     ...
+ *     jev_engine_free(engine);
+ *     jev_model_free(model);
+ *
+ * Contracts:
+ * - A jev_model is immutable after load and may be shared by any number of
+ *   engines on any threads. A jev_engine is one worker: use it from one thread
+ *   at a time.
+ * - Every function that can fail returns an enum jev_status. The detail text
+ *   of the last failure on an engine is jev_engine_last_error(); it is owned by
+ *   the engine and valid until the next call on that engine.
+ * - The library never exits the process and never prints unless asked to.
+ *
+ * Status codes are stable: numbers are never changed, a dropped code keeps
+ * its slot.
+ */
+#ifndef JEV_H
+#define JEV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define JEV_API __declspec(dllexport)
+#else
+#define JEV_API __attribute__((visibility("default")))
+#endif
+
+#define JEV_VERSION_MAJOR 0
+#define JEV_VERSION_MINOR 1
+#define JEV_VERSION_PATCH 0
+#define JEV_VERSION_NUM ((JEV_VERSION_MAJOR << 16) | (JEV_VERSION_MINOR << 8) | JEV_VERSION_PATCH)
+
+#define JEV_DEPRECATED(fn, hint) fn __attribute__((deprecated(hint)))
+
+/* A token id of the model's vocabulary. */
+typedef int32_t jev_token;
+
+/* Numbered status codes. */
+enum jev_status {
+    JEV_OK = 0,
+    JEV_ERR_IO = 1,           /* a file could not be opened, read or written */
+    JEV_ERR_FORMAT = 2,       /* bytes from outside are malformed (file, JSON, image) */
+    JEV_ERR_NOMEM = 3,        /* an allocation failed or a size limit was hit */
+    JEV_ERR_INVALID_ARG = 4,  /* a caller's argument or request is invalid */
+    JEV_ERR_CUDA = 5,         /* the CUDA runtime or cuBLAS failed */
+    JEV_ERR_CONTEXT_FULL = 6, /* a sequence or batch does not fit the engine's sizes */
+    JEV_ERR_ABORTED = 7,      /* the caller asked to stop */
+    JEV_ERR_UNSUPPORTED = 8,  /* a valid input this build cannot handle (backend, dtype) */
+};
+
+/* A static English name of a status ("ok", "i/o error", ...). */
+JEV_API const char *jev_status_str(enum jev_status s);
+
+/* "MAJOR.MINOR.PATCH"; static. */
+JEV_API const char *jev_version(void);
+
+/* ---- model ---- */
+
+struct jev_model;
+struct jev_engine;
+
+struct jev_model_params {
+    int32_t n_threads;   /* CPU worker threads; 0 = all online cores */
+    const char *backend; /* "cpu" or "cuda"; NULL = "cpu" */
+    bool no_vision;      /* do not load the vision tower (text-only use) */
+};
+
+JEV_API struct jev_model_params jev_model_default_params(void);
+
+/*
+ * Loads a model directory (config.json, model.safetensors or shards,
+ * tokenizer.json, ...) in the official Hugging Face bf16 layout or the MLX
+ * 4-bit layout. On failure *out is NULL and err (the caller's buffer, may be
+ * NULL) holds a message naming the file, tensor or field. Free the model with
+ * jev_model_free after every engine that uses it is freed.
+ */
+JEV_API enum jev_status jev_model_load(const char *dir, const struct jev_model_params *params,
+                                       struct jev_model **out, char *err, size_t err_size);
+JEV_API void jev_model_free(struct jev_model *model);
+
+/* ---- engine ---- */
+
+struct jev_engine_params {
+    int32_t max_tokens;    /* longest sequence the engine holds; 0 = 8192 */
+    int32_t max_batch;     /* most sequences in one batched forward; 0 = 64 */
+    int32_t prefill_chunk; /* tokens per prefill step; 0 = 512 */
+};
+
+JEV_API struct jev_engine_params jev_engine_default_params(void);
+JEV_API enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
+                                        struct jev_engine **out);
+JEV_API void jev_engine_free(struct jev_engine *engine);
+
+/* The detail text of the last failure on this engine; valid until the next call on it. */
+JEV_API const char *jev_engine_last_error(const struct jev_engine *engine);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* JEV_H */

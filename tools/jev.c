@@ -1,0 +1,52 @@
+/*
+ * jev.c - the command-line front end: dispatches to tools/cmd-*.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h" // defines: cmd_*
+#include "jev.h"      // defines: jev_version
+
+struct command {
+    const char *name; /* subcommand */
+    int (*fn)(int argc, char **argv);
+    const char *help; /* one line */
+};
+
+static const struct command commands[] = {
+    {"decide", cmd_decide, "answer typed questions about an image and a context"},
+    {"run", cmd_run, "run a prompt through the language model: top tokens and speed"},
+    {"synth", cmd_synth, "write a synthetic model directory (seeded random weights)"},
+    {"info", cmd_info, "print a model directory's config and tensors"},
+    {"tokenize", cmd_tokenize, "print the token ids and pieces of a text"},
+    {"verify", cmd_verify, "check multi-token candidate scoring against full-vocabulary forwards"},
+    {"bench", cmd_bench, "run the benchmark of the three decision paths"},
+    {"report", cmd_report, "render a benchmark's raw JSON as Markdown + SVG"},
+    {"download", cmd_download, "fetch a model repository from the Hugging Face hub"},
+    {"serve", cmd_serve, "serve /v1/systemone and /v1/decisions over HTTP"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "jev %s - typed decisions with a local vision-language model\n\nusage: jev COMMAND [options]\n\n",
+            jev_version());
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`jev COMMAND --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("jev %s\n", jev_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "jev: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
