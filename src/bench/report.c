@@ -1,7 +1,8 @@
 /*
- * report.c - Markdown and SVG from validated "jev-bench/1" records: the
- * seed's medians table, every latency sample, agreement and failures, an
- * environment block, a side-by-side table with ratios, and a log-log plot.
+ * report.c - Markdown from validated "jev-bench/1" records: the seed's
+ * medians table, every latency sample, agreement and failures, an
+ * environment block, and a side-by-side table with ratios. Also the pieces
+ * the plot (report-svg.c) shares: the text buffer, sources and labels.
  *
  * What it is: pure formatting over json_t trees that jev_bench_validate
  * accepted; every type and range used here was checked there, so this file
@@ -16,7 +17,7 @@
  * as integers, GB (10^9 bytes) and decisions/s with two decimals, valid runs
  * as "valid/samples".
  */
-#include "bench/report.h" // defines: jev_report_markdown, jev_report_svg, jev_report_median
+#include "bench/report.h" // defines: jev_report_markdown, jev_report_median
 
 #include <math.h>
 #include <stdarg.h>
@@ -25,18 +26,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/schema.h" // defines: JEV_BENCH_MAX_*, JEV_BENCH_PATH_*
+#include "bench/report-int.h" // defines: struct jev_report_buf, struct jev_report_src, jev_report_buf_*
+#include "bench/schema.h"     // defines: JEV_BENCH_MAX_*, JEV_BENCH_PATH_*
 
 /* ---- text buffer ---- */
 
-struct buf {
-    char *data;  /* NUL-terminated text, malloc'd */
-    size_t len;  /* bytes used, without the NUL */
-    size_t cap;  /* bytes allocated */
-    bool failed; /* an allocation failed or the cap was hit: the text is incomplete */
-};
-
-static void buf_add(struct buf *b, const char *s, size_t n) {
+/* Appends n bytes. Doubling growth keeps appends amortized O(1); the cap
+ * bounds what a hostile record can make us allocate. */
+void jev_report_buf_add(struct jev_report_buf *b, const char *s, size_t n) {
     if (b->failed)
         return;
     if (b->len + n + 1 > JEV_REPORT_MAX_BYTES) {
@@ -60,10 +57,12 @@ static void buf_add(struct buf *b, const char *s, size_t n) {
     b->data[b->len] = '\0';
 }
 
-static void buf_puts(struct buf *b, const char *s) { buf_add(b, s, strlen(s)); }
+/* Appends a NUL-terminated string. */
+void jev_report_buf_puts(struct jev_report_buf *b, const char *s) { jev_report_buf_add(b, s, strlen(s)); }
 
-static void buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void buf_printf(struct buf *b, const char *fmt, ...) {
+/* Appends formatted text: one vsnprintf into a stack buffer for the common
+ * short case, a second pass into a heap buffer only for long text. */
+void jev_report_buf_printf(struct jev_report_buf *b, const char *fmt, ...) {
     char small[512];
     va_list ap;
     va_start(ap, fmt);
@@ -74,7 +73,7 @@ static void buf_printf(struct buf *b, const char *fmt, ...) {
         return;
     }
     if ((size_t)n < sizeof small) {
-        buf_add(b, small, (size_t)n);
+        jev_report_buf_add(b, small, (size_t)n);
         return;
     }
     char *big = malloc((size_t)n + 1);
@@ -85,14 +84,14 @@ static void buf_printf(struct buf *b, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(big, (size_t)n + 1, fmt, ap);
     va_end(ap);
-    buf_add(b, big, (size_t)n);
+    jev_report_buf_add(b, big, (size_t)n);
     free(big);
 }
 
 /* Hands the text to the caller, or fails (and frees) when it is incomplete. */
-static enum jev_status buf_finish(struct buf *b, const char *what, char **out, size_t *len, struct jev_error *err) {
+enum jev_status jev_report_buf_finish(struct jev_report_buf *b, const char *what, char **out, size_t *len, struct jev_error *err) {
     if (!b->failed && b->data == NULL)
-        buf_add(b, "", 0);
+        jev_report_buf_add(b, "", 0);
     if (b->failed) {
         free(b->data);
         return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory or over the %u-byte limit", what,
@@ -104,52 +103,36 @@ static enum jev_status buf_finish(struct buf *b, const char *what, char **out, s
 }
 
 /* Outside text in Markdown: no table breaks, no HTML, no control bytes. */
-static void md_text(struct buf *b, const char *s) {
+static void md_text(struct jev_report_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '|')
-            buf_puts(b, "\\|");
+            jev_report_buf_puts(b, "\\|");
         else if (c == '<')
-            buf_puts(b, "&lt;");
+            jev_report_buf_puts(b, "&lt;");
         else if (c == '>')
-            buf_puts(b, "&gt;");
+            jev_report_buf_puts(b, "&gt;");
         else if (c == '&')
-            buf_puts(b, "&amp;");
+            jev_report_buf_puts(b, "&amp;");
         else if (c == '`')
-            buf_puts(b, "'");
+            jev_report_buf_puts(b, "'");
         else if (c < 0x20 || c == 0x7f)
-            buf_puts(b, " ");
+            jev_report_buf_puts(b, " ");
         else
-            buf_add(b, s, 1);
-    }
-}
-
-/* Outside text in SVG/XML. */
-static void xml_text(struct buf *b, const char *s) {
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '<')
-            buf_puts(b, "&lt;");
-        else if (c == '>')
-            buf_puts(b, "&gt;");
-        else if (c == '&')
-            buf_puts(b, "&amp;");
-        else if (c == '"')
-            buf_puts(b, "&quot;");
-        else if (c < 0x20 || c == 0x7f)
-            buf_puts(b, " ");
-        else
-            buf_add(b, s, 1);
+            jev_report_buf_add(b, s, 1);
     }
 }
 
 /* ---- medians ---- */
 
+/* qsort order for doubles (validated values are finite: no NaN ordering issue). */
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
+/* The median rule of the report (and of docs/bench-report.md): sort, take
+ * the middle, or the mean of the two middle values for an even count. */
 double jev_report_median(double *v, size_t n) {
     if (n == 0)
         return NAN;
@@ -177,6 +160,9 @@ struct row {
     int n_samples;           /* samples in the run */
 };
 
+/* Fills one medians-table row from a run. A column is computed from the
+ * samples only when every sample has it: a median over a subset would mix
+ * populations. Otherwise the run's published median is used, if any. */
 static void row_compute(const json_t *run, struct row *r) {
     const json_t *samples = json_object_get(run, "samples");
     const json_t *pm = json_object_get(run, "published_medians");
@@ -226,6 +212,8 @@ static void fmt_cell(int m, double x, char out[48]) {
 
 /* ---- record access ---- */
 
+/* The run of (decisions, path) in a record, or NULL. Linear: a record has
+ * at most 64 x 16 runs, and the tables ask for each a handful of times. */
 static const json_t *run_get(const json_t *doc, long long decisions, const char *path) {
     const json_t *runs = json_object_get(doc, "runs");
     for (size_t i = 0; i < json_array_size(runs); i++) {
@@ -237,6 +225,7 @@ static const json_t *run_get(const json_t *doc, long long decisions, const char 
     return NULL;
 }
 
+/* environment[key] of a record. */
 static const json_t *env_get(const json_t *doc, const char *key) {
     return json_object_get(json_object_get(doc, "environment"), key);
 }
@@ -247,7 +236,8 @@ static const char *env_str(const json_t *doc, const char *obj, const char *key) 
     return json_string_value(json_object_get(o, key));
 }
 
-static const json_t *settings_get(const json_t *doc, const char *key) {
+/* settings[key] of a record. */
+const json_t *jev_report_setting(const json_t *doc, const char *key) {
     return json_object_get(json_object_get(doc, "settings"), key);
 }
 
@@ -265,6 +255,8 @@ static const char *peak_kind(const json_t *doc) {
     return NULL;
 }
 
+/* The memory column's header names the kind, as the seed's "Peak Metal GB"
+ * does, so numbers of different kinds are never read as comparable. */
 static const char *peak_title(const char *kind) {
     if (kind == NULL)
         return "Peak GB";
@@ -275,6 +267,7 @@ static const char *peak_title(const char *kind) {
     return "Peak CPU GB";
 }
 
+/* The sentence under the table that says what the memory figure is and is not. */
 static const char *peak_meaning(const char *kind) {
     if (kind == NULL)
         return "not recorded";
@@ -287,15 +280,8 @@ static const char *peak_meaning(const char *kind) {
 
 /* ---- sources ---- */
 
-struct src {
-    const json_t *doc; /* the record */
-    const char *name;  /* its file */
-    bool reference;    /* the --reference record */
-    char label[112];   /* "jev cpu", "transformers cuda", "mlx-vlm metal (reference)" */
-};
-
 /* Files then the reference; labels made unique with " #2", " #3". */
-static int sources_build(const struct jev_report_params *p, struct src *s) {
+int jev_report_sources(const struct jev_report_params *p, struct jev_report_src *s) {
     int n = 0;
     for (int32_t i = 0; i < p->n_files && n < JEV_REPORT_MAX_SOURCES; i++, n++) {
         s[n].doc = p->files[i].doc;
@@ -327,7 +313,7 @@ static int sources_build(const struct jev_report_params *p, struct src *s) {
 }
 
 /* The base of ratios: the first file that is jev's own record, else the first. */
-static int base_index(const struct src *s, int n) {
+static int base_index(const struct jev_report_src *s, int n) {
     for (int i = 0; i < n; i++)
         if (!s[i].reference && json_is_null(env_get(s[i].doc, "peer")))
             return i;
@@ -336,164 +322,171 @@ static int base_index(const struct src *s, int n) {
 
 /* ---- Markdown: one file ---- */
 
-static void md_environment(struct buf *b, const json_t *doc) {
+/* The environment block: everything a reader needs to judge whether two
+ * records are comparable (engine, model and hashes, image, hardware,
+ * software, settings). Missing values are spelled "not recorded". */
+static void md_environment(struct jev_report_buf *b, const json_t *doc) {
     const json_t *env = json_object_get(doc, "environment");
     const json_t *peer = json_object_get(env, "peer");
     const char *jv = env_str(doc, "jev", "version"), *commit = env_str(doc, "jev", "git_commit");
-    buf_puts(b, "### Environment\n\n");
+    jev_report_buf_puts(b, "### Environment\n\n");
     if (json_is_object(peer)) {
         const char *pv = json_string_value(json_object_get(peer, "version"));
-        buf_puts(b, "- Peer: ");
+        jev_report_buf_puts(b, "- Peer: ");
         md_text(b, json_string_value(json_object_get(peer, "name")));
-        buf_puts(b, " ");
+        jev_report_buf_puts(b, " ");
         md_text(b, pv ? pv : "(version not recorded)");
-        buf_puts(b, "; jev harness ");
+        jev_report_buf_puts(b, "; jev harness ");
     } else {
-        buf_puts(b, "- Engine: jev ");
+        jev_report_buf_puts(b, "- Engine: jev ");
     }
     md_text(b, jv ? jv : "(version not recorded)");
-    buf_puts(b, ", commit ");
+    jev_report_buf_puts(b, ", commit ");
     md_text(b, commit ? commit : "not recorded");
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
 
     const json_t *model = json_object_get(env, "model");
     const json_t *syn = json_object_get(model, "synthetic");
     const char *dir = json_string_value(json_object_get(model, "dir"));
-    buf_puts(b, "- Model: ");
+    jev_report_buf_puts(b, "- Model: ");
     md_text(b, json_string_value(json_object_get(model, "id")));
-    buf_puts(b, json_is_true(syn) ? " (synthetic: seeded random weights)"
+    jev_report_buf_puts(b, json_is_true(syn) ? " (synthetic: seeded random weights)"
                                   : json_is_false(syn) ? " (real weights)" : "");
     if (dir) {
-        buf_puts(b, " from ");
+        jev_report_buf_puts(b, " from ");
         md_text(b, dir);
     }
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
     const json_t *weights = json_object_get(model, "weights");
     if (json_array_size(weights) == 0)
-        buf_puts(b, "- Weight files: not recorded\n");
+        jev_report_buf_puts(b, "- Weight files: not recorded\n");
     for (size_t i = 0; i < json_array_size(weights); i++) {
         const json_t *w = json_array_get(weights, i);
         const char *sha = json_string_value(json_object_get(w, "sha256"));
         const json_t *bytes = json_object_get(w, "bytes");
-        buf_puts(b, "- Weight file ");
+        jev_report_buf_puts(b, "- Weight file ");
         md_text(b, json_string_value(json_object_get(w, "file")));
         if (json_is_integer(bytes))
-            buf_printf(b, " (%lld bytes)", (long long)json_integer_value(bytes));
-        buf_printf(b, ": sha256 %s\n", sha ? sha : "not recorded");
+            jev_report_buf_printf(b, " (%lld bytes)", (long long)json_integer_value(bytes));
+        jev_report_buf_printf(b, ": sha256 %s\n", sha ? sha : "not recorded");
     }
 
     const json_t *image = json_object_get(env, "image");
     const char *ipath = json_string_value(json_object_get(image, "path"));
     const char *isha = json_string_value(json_object_get(image, "sha256"));
-    buf_puts(b, "- Image: ");
+    jev_report_buf_puts(b, "- Image: ");
     md_text(b, ipath ? ipath : "path not recorded");
     const json_t *w = json_object_get(image, "width"), *h = json_object_get(image, "height");
     const json_t *rw = json_object_get(image, "resized_width"), *rh = json_object_get(image, "resized_height");
     if (json_is_integer(w) && json_is_integer(h))
-        buf_printf(b, ", %lldx%lld", (long long)json_integer_value(w), (long long)json_integer_value(h));
+        jev_report_buf_printf(b, ", %lldx%lld", (long long)json_integer_value(w), (long long)json_integer_value(h));
     if (json_is_integer(rw) && json_is_integer(rh))
-        buf_printf(b, ", resized to %lldx%lld", (long long)json_integer_value(rw), (long long)json_integer_value(rh));
-    buf_printf(b, ", sha256 %s\n", isha ? isha : "not recorded");
+        jev_report_buf_printf(b, ", resized to %lldx%lld", (long long)json_integer_value(rw), (long long)json_integer_value(rh));
+    jev_report_buf_printf(b, ", sha256 %s\n", isha ? isha : "not recorded");
 
     const json_t *cpu = json_object_get(env, "cpu");
     const char *cm = json_string_value(json_object_get(cpu, "model"));
     const json_t *cores = json_object_get(cpu, "cores"), *threads = json_object_get(cpu, "threads");
-    buf_puts(b, "- Backend: ");
+    jev_report_buf_puts(b, "- Backend: ");
     md_text(b, env_str(doc, NULL, "backend"));
-    buf_puts(b, "; CPU: ");
+    jev_report_buf_puts(b, "; CPU: ");
     md_text(b, cm ? cm : "not recorded");
     if (json_is_integer(cores))
-        buf_printf(b, ", %lld cores", (long long)json_integer_value(cores));
+        jev_report_buf_printf(b, ", %lld cores", (long long)json_integer_value(cores));
     if (json_is_integer(threads))
-        buf_printf(b, ", %lld threads used", (long long)json_integer_value(threads));
+        jev_report_buf_printf(b, ", %lld threads used", (long long)json_integer_value(threads));
     const json_t *gpu = json_object_get(env, "gpu");
-    buf_puts(b, "; GPU: ");
+    jev_report_buf_puts(b, "; GPU: ");
     if (json_is_object(gpu)) {
         const char *drv = json_string_value(json_object_get(gpu, "driver"));
         const json_t *mem = json_object_get(gpu, "memory_bytes");
         md_text(b, json_string_value(json_object_get(gpu, "name")));
         if (drv) {
-            buf_puts(b, ", driver ");
+            jev_report_buf_puts(b, ", driver ");
             md_text(b, drv);
         }
         if (json_is_integer(mem))
-            buf_printf(b, ", %.1f GB", (double)json_integer_value(mem) / 1e9);
+            jev_report_buf_printf(b, ", %.1f GB", (double)json_integer_value(mem) / 1e9);
     } else {
-        buf_puts(b, "none");
+        jev_report_buf_puts(b, "none");
     }
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
 
     static const char *const plain[][2] = {
         {"compiler", "Compiler"}, {"os", "OS"}, {"machine", "Machine"}, {"date", "Date"}};
     for (size_t i = 0; i < 4; i++) {
         const char *v = env_str(doc, NULL, plain[i][0]);
-        buf_printf(b, "- %s: ", plain[i][1]);
+        jev_report_buf_printf(b, "- %s: ", plain[i][1]);
         md_text(b, v ? v : "not recorded");
-        buf_puts(b, "\n");
+        jev_report_buf_puts(b, "\n");
     }
     const json_t *libs = json_object_get(env, "libraries");
-    buf_puts(b, "- Libraries: ");
+    jev_report_buf_puts(b, "- Libraries: ");
     if (json_object_size(libs) == 0)
-        buf_puts(b, "not recorded");
+        jev_report_buf_puts(b, "not recorded");
     const char *key;
     const json_t *v;
     bool first = true;
     json_object_foreach((json_t *)(uintptr_t)libs, key, v) {
-        buf_puts(b, first ? "" : ", ");
+        jev_report_buf_puts(b, first ? "" : ", ");
         md_text(b, key);
-        buf_puts(b, " ");
+        jev_report_buf_puts(b, " ");
         md_text(b, json_string_value(v));
         first = false;
     }
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
 
     /* settings, in one line */
-    const json_t *counts = settings_get(doc, "counts");
-    buf_puts(b, "- Settings: decisions ");
+    const json_t *counts = jev_report_setting(doc, "counts");
+    jev_report_buf_puts(b, "- Settings: decisions ");
     for (size_t i = 0; i < json_array_size(counts); i++)
-        buf_printf(b, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(counts, i)));
-    const json_t *batch = settings_get(doc, "batch");
-    buf_printf(b, "; %lld measured repeats per row, order %s, after %lld warm-up run(s) per path; batch ",
-               (long long)json_integer_value(settings_get(doc, "repeats")),
-               json_string_value(settings_get(doc, "order")),
-               (long long)json_integer_value(settings_get(doc, "warmup")));
+        jev_report_buf_printf(b, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(counts, i)));
+    const json_t *batch = jev_report_setting(doc, "batch");
+    jev_report_buf_printf(b, "; %lld measured repeats per row, order %s, after %lld warm-up run(s) per path; batch ",
+               (long long)json_integer_value(jev_report_setting(doc, "repeats")),
+               json_string_value(jev_report_setting(doc, "order")),
+               (long long)json_integer_value(jev_report_setting(doc, "warmup")));
     if (json_is_string(batch))
-        buf_puts(b, "all");
+        jev_report_buf_puts(b, "all");
     else
-        buf_printf(b, "%lld", (long long)json_integer_value(batch));
-    buf_printf(b, "; scoring %s; image within %lldx%lld", json_string_value(settings_get(doc, "scoring")),
-               (long long)json_integer_value(settings_get(doc, "image_max_side")),
-               (long long)json_integer_value(settings_get(doc, "image_max_side")));
-    const json_t *chunk = settings_get(doc, "prefill_chunk");
-    const json_t *mn = settings_get(doc, "max_new_tokens_min"), *mp = settings_get(doc, "max_new_tokens_per_decision");
+        jev_report_buf_printf(b, "%lld", (long long)json_integer_value(batch));
+    jev_report_buf_printf(b, "; scoring %s; image within %lldx%lld", json_string_value(jev_report_setting(doc, "scoring")),
+               (long long)json_integer_value(jev_report_setting(doc, "image_max_side")),
+               (long long)json_integer_value(jev_report_setting(doc, "image_max_side")));
+    const json_t *chunk = jev_report_setting(doc, "prefill_chunk");
+    const json_t *mn = jev_report_setting(doc, "max_new_tokens_min"), *mp = jev_report_setting(doc, "max_new_tokens_per_decision");
     if (json_is_integer(chunk))
-        buf_printf(b, "; generate prefill chunk %lld tokens", (long long)json_integer_value(chunk));
+        jev_report_buf_printf(b, "; generate prefill chunk %lld tokens", (long long)json_integer_value(chunk));
     if (json_is_integer(mn) && json_is_integer(mp))
-        buf_printf(b, "; generate at most max(%lld, %lld x decisions) new tokens", (long long)json_integer_value(mn),
+        jev_report_buf_printf(b, "; generate at most max(%lld, %lld x decisions) new tokens", (long long)json_integer_value(mn),
                    (long long)json_integer_value(mp));
-    const char *wl = json_string_value(settings_get(doc, "workload"));
+    const char *wl = json_string_value(jev_report_setting(doc, "workload"));
     if (wl) {
-        buf_puts(b, "; workload ");
+        jev_report_buf_puts(b, "; workload ");
         md_text(b, wl);
     }
-    buf_puts(b, "\n\n");
+    jev_report_buf_puts(b, "\n\n");
 }
 
-static void md_medians(struct buf *b, const json_t *doc) {
-    const json_t *counts = settings_get(doc, "counts"), *paths = settings_get(doc, "paths");
+/* The medians table in the seed's columns and number formats, then the
+ * notes: the median rule, what decisions/s means, what the memory column
+ * measures, which columns are published medians, and any disagreement
+ * between a published median and the samples. */
+static void md_medians(struct jev_report_buf *b, const json_t *doc) {
+    const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
     const char *kind = peak_kind(doc);
     bool published[M_N] = {false};
     int n_samples = -1;
     bool even = false;
 
-    buf_puts(b, "### Medians\n\n| Decisions | Path |");
+    jev_report_buf_puts(b, "### Medians\n\n| Decisions | Path |");
     for (int m = 0; m < M_N; m++)
-        buf_printf(b, " %s |", m == M_PEAK ? peak_title(kind) : m_titles[m]);
-    buf_puts(b, " Valid runs |\n|---:|---|");
+        jev_report_buf_printf(b, " %s |", m == M_PEAK ? peak_title(kind) : m_titles[m]);
+    jev_report_buf_puts(b, " Valid runs |\n|---:|---|");
     for (int m = 0; m <= M_N; m++)
-        buf_puts(b, "---:|");
-    buf_puts(b, "\n");
-    struct buf warn = {0};
+        jev_report_buf_puts(b, "---:|");
+    jev_report_buf_puts(b, "\n");
+    struct jev_report_buf warn = {0};
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -502,23 +495,23 @@ static void md_medians(struct buf *b, const json_t *doc) {
             row_compute(run_get(doc, d, path), &r);
             n_samples = r.n_samples;
             even |= r.n_samples % 2 == 0;
-            buf_printf(b, "| %lld | %s |", d, path);
+            jev_report_buf_printf(b, "| %lld | %s |", d, path);
             for (int m = 0; m < M_N; m++) {
                 char cell[48], pub[48];
                 fmt_cell(m, r.med[m], cell);
-                buf_printf(b, " %s |", cell);
+                jev_report_buf_printf(b, " %s |", cell);
                 published[m] |= r.from[m] == FROM_PUBLISHED;
                 if (r.from[m] == FROM_SAMPLES && !isnan(r.published[m])) {
                     fmt_cell(m, r.published[m], pub);
                     if (strcmp(cell, pub))
-                        buf_printf(&warn, "- Warning: (%lld, %s) %s: the samples give %s, the published median is %s.\n",
+                        jev_report_buf_printf(&warn, "- Warning: (%lld, %s) %s: the samples give %s, the published median is %s.\n",
                                    d, path, m_titles[m], cell, pub);
                 }
             }
-            buf_printf(b, " %d/%d |\n", r.n_valid, r.n_samples);
+            jev_report_buf_printf(b, " %d/%d |\n", r.n_valid, r.n_samples);
         }
     }
-    buf_printf(b, "\nValues are medians of the %d samples of each row%s. Phase medians need not sum to the total "
+    jev_report_buf_printf(b, "\nValues are medians of the %d samples of each row%s. Phase medians need not sum to the total "
                   "median. Requested decisions/s = decisions / total time; it is not completed throughput when "
                   "generation fails (an invalid sample has valid_decisions_per_s = 0). %s = peak bytes / 10^9: %s.\n",
                n_samples, even ? " (even count: the mean of the two middle samples)" : "", peak_title(kind),
@@ -527,28 +520,29 @@ static void md_medians(struct buf *b, const json_t *doc) {
     for (int m = 0; m < M_N; m++)
         any |= published[m];
     if (any) {
-        buf_puts(b, "\nMedians only: the file publishes no samples for");
+        jev_report_buf_puts(b, "\nMedians only: the file publishes no samples for");
         bool first = true;
         for (int m = 0; m < M_N; m++) {
             if (!published[m])
                 continue;
-            buf_printf(b, "%s %s", first ? "" : ",", m == M_PEAK ? peak_title(kind) : m_titles[m]);
+            jev_report_buf_printf(b, "%s %s", first ? "" : ",", m == M_PEAK ? peak_title(kind) : m_titles[m]);
             first = false;
         }
-        buf_puts(b, "; those cells are its published medians (runs[].published_medians), not computed here.\n");
+        jev_report_buf_puts(b, "; those cells are its published medians (runs[].published_medians), not computed here.\n");
     }
     if (warn.len) {
-        buf_puts(b, "\n");
-        buf_puts(b, warn.data);
+        jev_report_buf_puts(b, "\n");
+        jev_report_buf_puts(b, warn.data);
     }
     b->failed |= warn.failed;
     free(warn.data);
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
 }
 
-static void md_samples(struct buf *b, const json_t *doc) {
-    const json_t *counts = settings_get(doc, "counts"), *paths = settings_get(doc, "paths");
-    buf_puts(b, "### Every latency sample (ms)\n\n| Decisions | Path | Samples |\n|---:|---|---|\n");
+/* Every total_ms sample of every row, in repeat order, as the seed publishes them. */
+static void md_samples(struct jev_report_buf *b, const json_t *doc) {
+    const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
+    jev_report_buf_puts(b, "### Every latency sample (ms)\n\n| Decisions | Path | Samples |\n|---:|---|---|\n");
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -561,13 +555,13 @@ static void md_samples(struct buf *b, const json_t *doc) {
                 const json_t *s = json_array_get(samples, i);
                 v[json_integer_value(json_object_get(s, "repeat"))] = json_number_value(json_object_get(s, "total_ms"));
             }
-            buf_printf(b, "| %lld | %s | ", d, path);
+            jev_report_buf_printf(b, "| %lld | %s | ", d, path);
             for (size_t i = 0; i < n; i++)
-                buf_printf(b, "%s%.1f", i ? ", " : "", v[i]);
-            buf_puts(b, " |\n");
+                jev_report_buf_printf(b, "%s%.1f", i ? ", " : "", v[i]);
+            jev_report_buf_puts(b, " |\n");
         }
     }
-    buf_puts(b, "\nSamples in repeat order (0, 1, ...). No best-run selection.\n\n");
+    jev_report_buf_puts(b, "\nSamples in repeat order (0, 1, ...). No best-run selection.\n\n");
 }
 
 /* "1.0", "0.875": at least one decimal, at most three, no trailing zeros. */
@@ -579,7 +573,7 @@ static void fmt_fraction(double x, char out[32]) {
 }
 
 /* A fenced block of generated text: a fence longer than any backtick run in it. */
-static void md_output_block(struct buf *b, const char *s) {
+static void md_output_block(struct jev_report_buf *b, const char *s) {
     size_t run = 0, longest = 0, n = strlen(s);
     for (size_t i = 0; i < n; i++) {
         run = s[i] == '`' ? run + 1 : 0;
@@ -594,25 +588,28 @@ static void md_output_block(struct buf *b, const char *s) {
             shown--;
     }
     for (size_t i = 0; i < fence; i++)
-        buf_puts(b, "`");
-    buf_puts(b, "text\n");
+        jev_report_buf_puts(b, "`");
+    jev_report_buf_puts(b, "text\n");
     for (size_t i = 0; i < shown; i++) {
         unsigned char c = (unsigned char)s[i];
-        buf_add(b, (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? "?" : s + i, 1);
+        jev_report_buf_add(b, (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? "?" : s + i, 1);
     }
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
     for (size_t i = 0; i < fence; i++)
-        buf_puts(b, "`");
-    buf_puts(b, "\n");
+        jev_report_buf_puts(b, "`");
+    jev_report_buf_puts(b, "\n");
     if (shown < n)
-        buf_printf(b, "(%zu more bytes in the raw file)\n", n - shown);
-    buf_puts(b, "\n");
+        jev_report_buf_printf(b, "(%zu more bytes in the raw file)\n", n - shown);
+    jev_report_buf_puts(b, "\n");
 }
 
-static void md_agreement(struct buf *b, const json_t *doc) {
-    const json_t *counts = settings_get(doc, "counts"), *paths = settings_get(doc, "paths");
+/* Agreement per decision count (the seed's bullet lines), then failure
+ * counts per path and the first failed output of each count: failed
+ * outputs are evidence and are shown verbatim, never summarized away. */
+static void md_agreement(struct jev_report_buf *b, const json_t *doc) {
+    const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
     const json_t *ag = json_object_get(doc, "agreement");
-    buf_puts(b, "### Semantic agreement and failures\n\n");
+    jev_report_buf_puts(b, "### Semantic agreement and failures\n\n");
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         const json_t *a = NULL;
@@ -622,27 +619,27 @@ static void md_agreement(struct buf *b, const json_t *doc) {
         const json_t *delta = json_object_get(a, "direct_shared_max_prob_delta");
         const json_t *arg = json_object_get(a, "argmax_agreement");
         const json_t *gen = json_object_get(a, "generated_shared_agreement");
-        buf_printf(b, "- %lld decisions: direct/shared maximum probability delta ", d);
+        jev_report_buf_printf(b, "- %lld decisions: direct/shared maximum probability delta ", d);
         if (json_is_number(delta))
-            buf_printf(b, "%.8f", json_number_value(delta));
+            jev_report_buf_printf(b, "%.8f", json_number_value(delta));
         else
-            buf_puts(b, "n/a");
-        buf_puts(b, "; argmax agreement ");
+            jev_report_buf_puts(b, "n/a");
+        jev_report_buf_puts(b, "; argmax agreement ");
         if (json_is_number(arg))
-            buf_printf(b, "%.1f%%", 100.0 * json_number_value(arg));
+            jev_report_buf_printf(b, "%.1f%%", 100.0 * json_number_value(arg));
         else
-            buf_puts(b, "n/a");
-        buf_puts(b, "; generated/shared agreement ");
+            jev_report_buf_puts(b, "n/a");
+        jev_report_buf_puts(b, "; generated/shared agreement ");
         if (json_is_number(gen)) {
             char f[32];
             fmt_fraction(json_number_value(gen), f);
-            buf_puts(b, f);
+            jev_report_buf_puts(b, f);
         } else {
-            buf_puts(b, "null");
+            jev_report_buf_puts(b, "null");
         }
-        buf_puts(b, ".\n");
+        jev_report_buf_puts(b, ".\n");
     }
-    buf_puts(b, "\nnull means no generated output met the declared schema (or generate_json did not run); n/a means "
+    jev_report_buf_puts(b, "\nnull means no generated output met the declared schema (or generate_json did not run); n/a means "
                 "the record has no distributions to compare. Typed output validity does not establish semantic "
                 "correctness.\n\n");
 
@@ -658,12 +655,12 @@ static void md_agreement(struct buf *b, const json_t *doc) {
                 bad += !json_is_true(json_object_get(json_array_get(samples, i), "valid"));
         }
         if (bad)
-            buf_printf(b, "- %s: %d of %d samples failed the declared schema (valid decisions/s 0).\n", path, bad, all);
+            jev_report_buf_printf(b, "- %s: %d of %d samples failed the declared schema (valid decisions/s 0).\n", path, bad, all);
         failed_total += bad;
     }
     if (failed_total == 0)
-        buf_puts(b, "- No sample failed the declared schema.\n");
-    buf_puts(b, "\n");
+        jev_report_buf_puts(b, "- No sample failed the declared schema.\n");
+    jev_report_buf_puts(b, "\n");
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -682,24 +679,25 @@ static void md_agreement(struct buf *b, const json_t *doc) {
             }
             if (pick == NULL)
                 continue;
-            buf_printf(b, "Example failed %s output (%lld decisions, repeat %lld):\n\n",
+            jev_report_buf_printf(b, "Example failed %s output (%lld decisions, repeat %lld):\n\n",
                        strcmp(path, JEV_BENCH_PATH_GENERATE) ? path : "generate", d, pick_rep);
             md_output_block(b, json_string_value(json_object_get(pick, "output")));
         }
     }
 }
 
-static void md_file(struct buf *b, const struct src *s) {
-    buf_puts(b, "## ");
+/* The full section of one FILE: heading, note, environment, three tables. */
+static void md_file(struct jev_report_buf *b, const struct jev_report_src *s) {
+    jev_report_buf_puts(b, "## ");
     md_text(b, s->label);
-    buf_puts(b, ": ");
+    jev_report_buf_puts(b, ": ");
     md_text(b, s->name);
-    buf_puts(b, "\n\n");
+    jev_report_buf_puts(b, "\n\n");
     const char *note = json_string_value(json_object_get(s->doc, "note"));
     if (note) {
-        buf_puts(b, "> ");
+        jev_report_buf_puts(b, "> ");
         md_text(b, note);
-        buf_puts(b, "\n\n");
+        jev_report_buf_puts(b, "\n\n");
     }
     md_environment(b, s->doc);
     md_medians(b, s->doc);
@@ -715,12 +713,12 @@ static void fmt_ratio(double r, char out[32]) {
 }
 
 /* Union of the sources' counts (ascending) and paths (first seen first). */
-static void union_axes(const struct src *s, int n, long long *counts, int *n_counts, const char **paths,
+void jev_report_axes(const struct jev_report_src *s, int n, long long *counts, int *n_counts, const char **paths,
                        int *n_paths) {
     *n_counts = 0;
     *n_paths = 0;
     for (int i = 0; i < n; i++) {
-        const json_t *c = settings_get(s[i].doc, "counts"), *p = settings_get(s[i].doc, "paths");
+        const json_t *c = jev_report_setting(s[i].doc, "counts"), *p = jev_report_setting(s[i].doc, "paths");
         for (size_t k = 0; k < json_array_size(c); k++) {
             long long d = json_integer_value(json_array_get(c, k));
             int at = 0;
@@ -746,7 +744,7 @@ static void union_axes(const struct src *s, int n, long long *counts, int *n_cou
 }
 
 /* The median total of (d, path) in a source, NAN when it has no such run. */
-static double total_median(const json_t *doc, long long d, const char *path) {
+double jev_report_total_median(const json_t *doc, long long d, const char *path) {
     const json_t *samples = json_object_get(run_get(doc, d, path), "samples");
     size_t n = json_array_size(samples);
     double v[JEV_BENCH_MAX_REPEATS];
@@ -755,79 +753,83 @@ static double total_median(const json_t *doc, long long d, const char *path) {
     return jev_report_median(v, n); /* NAN when there is no such run */
 }
 
-static void md_side_by_side(struct buf *b, const struct src *s, int n) {
+/* Median totals of every source per row, each followed by its ratio to the
+ * base source. Rows any source lacks show n/a rather than disappearing, so
+ * a missing measurement is visible. */
+static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_src *s, int n) {
     long long counts[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES];
     const char *paths[JEV_BENCH_MAX_PATHS * JEV_REPORT_MAX_SOURCES];
     int nc, np;
-    union_axes(s, n, counts, &nc, paths, &np);
+    jev_report_axes(s, n, counts, &nc, paths, &np);
     int base = base_index(s, n);
-    buf_puts(b, "## Side by side\n\nMedian total ms per row; each ratio is that source's total divided by the "
+    jev_report_buf_puts(b, "## Side by side\n\nMedian total ms per row; each ratio is that source's total divided by the "
                 "total of ");
     md_text(b, s[base].label);
-    buf_puts(b, " (above 1: slower than it).\n\n");
+    jev_report_buf_puts(b, " (above 1: slower than it).\n\n");
     for (int i = 0; i < n; i++) {
         const char *machine = env_str(s[i].doc, NULL, "machine");
-        buf_puts(b, "- ");
+        jev_report_buf_puts(b, "- ");
         md_text(b, s[i].label);
-        buf_puts(b, ": ");
+        jev_report_buf_puts(b, ": ");
         md_text(b, s[i].name);
-        buf_puts(b, " (machine: ");
+        jev_report_buf_puts(b, " (machine: ");
         md_text(b, machine ? machine : "not recorded");
-        buf_puts(b, ")\n");
+        jev_report_buf_puts(b, ")\n");
     }
-    buf_puts(b, "\n| Decisions | Path |");
+    jev_report_buf_puts(b, "\n| Decisions | Path |");
     int order[JEV_REPORT_MAX_SOURCES], k = 0;
     order[k++] = base;
     for (int i = 0; i < n; i++)
         if (i != base)
             order[k++] = i;
     for (int i = 0; i < n; i++) {
-        buf_puts(b, " ");
+        jev_report_buf_puts(b, " ");
         md_text(b, s[order[i]].label);
-        buf_puts(b, " total ms |");
+        jev_report_buf_puts(b, " total ms |");
         if (i > 0) {
-            buf_puts(b, " ");
+            jev_report_buf_puts(b, " ");
             md_text(b, s[order[i]].label);
-            buf_puts(b, " / ");
+            jev_report_buf_puts(b, " / ");
             md_text(b, s[base].label);
-            buf_puts(b, " |");
+            jev_report_buf_puts(b, " |");
         }
     }
-    buf_puts(b, "\n|---:|---|");
+    jev_report_buf_puts(b, "\n|---:|---|");
     for (int i = 0; i < 2 * n - 1; i++)
-        buf_puts(b, "---:|");
-    buf_puts(b, "\n");
+        jev_report_buf_puts(b, "---:|");
+    jev_report_buf_puts(b, "\n");
     for (int c = 0; c < nc; c++) {
         for (int p = 0; p < np; p++) {
             double t[JEV_REPORT_MAX_SOURCES];
             bool any = false;
             for (int i = 0; i < n; i++) {
-                t[i] = total_median(s[order[i]].doc, counts[c], paths[p]);
+                t[i] = jev_report_total_median(s[order[i]].doc, counts[c], paths[p]);
                 any |= !isnan(t[i]);
             }
             if (!any)
                 continue;
-            buf_printf(b, "| %lld | %s |", counts[c], paths[p]);
+            jev_report_buf_printf(b, "| %lld | %s |", counts[c], paths[p]);
             for (int i = 0; i < n; i++) {
                 if (isnan(t[i]))
-                    buf_puts(b, " n/a |");
+                    jev_report_buf_puts(b, " n/a |");
                 else
-                    buf_printf(b, " %.1f |", t[i]);
+                    jev_report_buf_printf(b, " %.1f |", t[i]);
                 if (i > 0) {
                     char r[32];
                     if (isnan(t[i]) || isnan(t[0]))
                         snprintf(r, sizeof r, "n/a");
                     else
                         fmt_ratio(t[i] / t[0], r);
-                    buf_printf(b, " %s |", r);
+                    jev_report_buf_printf(b, " %s |", r);
                 }
             }
-            buf_puts(b, "\n");
+            jev_report_buf_puts(b, "\n");
         }
     }
-    buf_puts(b, "\n");
+    jev_report_buf_puts(b, "\n");
 }
 
+/* The whole Markdown document: a preamble, each FILE, the comparison, the plot link. */
 enum jev_status jev_report_markdown(const struct jev_report_params *p, char **out, size_t *len,
                                     struct jev_error *err) {
     *out = NULL;
@@ -835,10 +837,10 @@ enum jev_status jev_report_markdown(const struct jev_report_params *p, char **ou
     if (p->n_files < 1 || p->n_files >= JEV_REPORT_MAX_SOURCES)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "report: %d files, expected 1 to %d", p->n_files,
                         JEV_REPORT_MAX_SOURCES - 1);
-    struct src s[JEV_REPORT_MAX_SOURCES];
-    int n = sources_build(p, s);
-    struct buf b = {0};
-    buf_puts(&b, "# jev benchmark report\n\nRendered by `jev report` from raw " JEV_BENCH_SCHEMA
+    struct jev_report_src s[JEV_REPORT_MAX_SOURCES];
+    int n = jev_report_sources(p, s);
+    struct jev_report_buf b = {0};
+    jev_report_buf_puts(&b, "# jev benchmark report\n\nRendered by `jev report` from raw " JEV_BENCH_SCHEMA
                  " records alone; no model was run. Model loading and warm-up are outside every time; image "
                  "loading, prompt assembly, preprocessing, forwards and answer assembly are inside.\n\n");
     for (int i = 0; i < n; i++)
@@ -847,183 +849,10 @@ enum jev_status jev_report_markdown(const struct jev_report_params *p, char **ou
     if (n >= 2)
         md_side_by_side(&b, s, n);
     if (p->svg_link) {
-        buf_puts(&b, "## Plot\n\n![median total ms vs decisions, log-log](");
+        jev_report_buf_puts(&b, "## Plot\n\n![median total ms vs decisions, log-log](");
         md_text(&b, p->svg_link);
-        buf_puts(&b, ")\n");
+        jev_report_buf_puts(&b, ")\n");
     }
-    return buf_finish(&b, "Markdown report", out, len, err);
+    return jev_report_buf_finish(&b, "Markdown report", out, len, err);
 }
 
-/* ---- SVG ---- */
-
-#define SVG_W 900.0     /* canvas width, px */
-#define SVG_LEFT 80.0   /* plot area left edge */
-#define SVG_TOP 50.0    /* plot area top edge */
-#define SVG_PW 500.0    /* plot area width */
-#define SVG_PH 400.0    /* plot area height */
-#define SVG_ROW 20.0    /* legend line height */
-
-/* A fixed color per path name, so that the same path looks the same in every plot. */
-static const char *path_color(const char *path, int index) {
-    static const char *const palette[] = {"#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-    if (!strcmp(path, JEV_BENCH_PATH_GENERATE))
-        return "#d62728";
-    if (!strcmp(path, JEV_BENCH_PATH_INDEPENDENT))
-        return "#1f77b4";
-    if (!strcmp(path, JEV_BENCH_PATH_SHARED))
-        return "#2ca02c";
-    return palette[index % 6];
-}
-
-/* Line style per source: files solid, dotted, dash-dot; the reference dashed. */
-static const char *source_dash(const struct src *s, int file_index) {
-    static const char *const dashes[] = {"", "2 3", "10 3 2 3"};
-    return s->reference ? "7 4" : dashes[file_index % 3];
-}
-
-static double svg_x(double v, double lo, double hi) { return SVG_LEFT + (log10(v) - lo) / (hi - lo) * SVG_PW; }
-static double svg_y(double v, double lo, double hi) {
-    return SVG_TOP + SVG_PH - (log10(v) - lo) / (hi - lo) * SVG_PH;
-}
-
-enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, size_t *len, struct jev_error *err) {
-    *out = NULL;
-    *len = 0;
-    if (p->n_files < 1 || p->n_files >= JEV_REPORT_MAX_SOURCES)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "report: %d files, expected 1 to %d", p->n_files,
-                        JEV_REPORT_MAX_SOURCES - 1);
-    struct src s[JEV_REPORT_MAX_SOURCES];
-    int n = sources_build(p, s);
-    long long counts[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES];
-    const char *paths[JEV_BENCH_MAX_PATHS * JEV_REPORT_MAX_SOURCES];
-    int nc, np;
-    union_axes(s, n, counts, &nc, paths, &np);
-
-    /* ranges: x over the counts, y over every median total, widened to whole decades */
-    double ymin = INFINITY, ymax = 0.0;
-    int n_series = 0;
-    for (int i = 0; i < n; i++) {
-        const json_t *sp = settings_get(s[i].doc, "paths"), *sc = settings_get(s[i].doc, "counts");
-        for (size_t k = 0; k < json_array_size(sp); k++) {
-            n_series++;
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                double t = total_median(s[i].doc, json_integer_value(json_array_get(sc, c)),
-                                        json_string_value(json_array_get(sp, k)));
-                ymin = fmin(ymin, t);
-                ymax = fmax(ymax, t);
-            }
-        }
-    }
-    if (!(ymin > 0.0 && ymax >= ymin)) { /* unreachable for validated records: keep the axes finite anyway */
-        ymin = 1.0;
-        ymax = 10.0;
-    }
-    double ylo = floor(log10(ymin)), yhi = ceil(log10(ymax));
-    if (yhi <= ylo)
-        yhi = ylo + 1.0;
-    double xlo = log10((double)counts[0]), xhi = log10((double)counts[nc - 1]);
-    if (xhi <= xlo) {
-        xlo -= 0.5;
-        xhi += 0.5;
-    }
-    double pad = 0.05 * (xhi - xlo); /* keeps end markers off the frame */
-    xlo -= pad;
-    xhi += pad;
-    double height = fmax(SVG_TOP + SVG_PH + 70.0, SVG_TOP + 40.0 + SVG_ROW * n_series);
-
-    struct buf b = {0};
-    buf_printf(&b,
-               "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-               "font-family=\"sans-serif\" font-size=\"12\">\n",
-               SVG_W, height, SVG_W, height);
-    buf_puts(&b, "<title>jev benchmark: median total ms vs decisions (log-log)</title>\n");
-    buf_printf(&b, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W, height);
-    buf_printf(&b, "<text x=\"%.1f\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">Median total time vs "
-                   "decisions (log-log)</text>\n",
-               SVG_LEFT + SVG_PW / 2);
-
-    /* grid and ticks: y at 1, 2, 5 x 10^k; x at every count */
-    buf_puts(&b, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
-    for (double k = ylo; k <= yhi; k += 1.0)
-        for (int m = 0; m < 3; m++) {
-            double v = (m == 0 ? 1.0 : m == 1 ? 2.0 : 5.0) * pow(10.0, k);
-            if (log10(v) > yhi + 1e-9)
-                break;
-            double y = svg_y(v, ylo, yhi);
-            buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", SVG_LEFT, y, SVG_LEFT + SVG_PW, y);
-        }
-    for (int c = 0; c < nc; c++) {
-        double x = svg_x((double)counts[c], xlo, xhi);
-        buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, SVG_TOP, x, SVG_TOP + SVG_PH);
-    }
-    buf_puts(&b, "</g>\n<g fill=\"#333333\">\n");
-    for (double k = ylo; k <= yhi; k += 1.0)
-        for (int m = 0; m < 3; m++) {
-            double v = (m == 0 ? 1.0 : m == 1 ? 2.0 : 5.0) * pow(10.0, k);
-            if (log10(v) > yhi + 1e-9)
-                break;
-            if (m > 0 && yhi - ylo > 4.0) /* many decades: label only the powers of ten */
-                continue;
-            buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", SVG_LEFT - 6.0,
-                       svg_y(v, ylo, yhi) + 4.0, v >= 1.0 ? 0 : (int)ceil(-log10(v)), v);
-        }
-    double last_label = -1e9;
-    for (int c = 0; c < nc; c++) {
-        double x = svg_x((double)counts[c], xlo, xhi);
-        if (x - last_label < 24.0) /* crowded ticks keep their line, lose their label */
-            continue;
-        last_label = x;
-        buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x, SVG_TOP + SVG_PH + 18.0,
-                   counts[c]);
-    }
-    buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">decisions (log scale)</text>\n",
-               SVG_LEFT + SVG_PW / 2, SVG_TOP + SVG_PH + 40.0);
-    buf_printf(&b, "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">median "
-                   "total ms (log scale)</text>\n",
-               SVG_TOP + SVG_PH / 2, SVG_TOP + SVG_PH / 2);
-    buf_puts(&b, "</g>\n");
-    buf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333333\"/>\n",
-               SVG_LEFT, SVG_TOP, SVG_PW, SVG_PH);
-
-    /* series: one polyline per (source, path), markers at the measured counts */
-    int file_index = 0, entry = 0;
-    for (int i = 0; i < n; i++) {
-        const json_t *sp = settings_get(s[i].doc, "paths"), *sc = settings_get(s[i].doc, "counts");
-        const char *dash = source_dash(&s[i], file_index);
-        for (size_t k = 0; k < json_array_size(sp); k++) {
-            const char *path = json_string_value(json_array_get(sp, k));
-            int pi = 0;
-            while (pi < np && strcmp(paths[pi], path))
-                pi++;
-            const char *color = path_color(path, pi);
-            buf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"", color,
-                       s[i].reference ? "1.5" : "2", dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                long long d = json_integer_value(json_array_get(sc, c));
-                double t = total_median(s[i].doc, d, path);
-                buf_printf(&b, "%s%.1f,%.1f", c ? " " : "", svg_x((double)d, xlo, xhi), svg_y(t, ylo, yhi));
-            }
-            buf_puts(&b, "\"/>\n");
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                long long d = json_integer_value(json_array_get(sc, c));
-                double t = total_median(s[i].doc, d, path);
-                buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"/>\n",
-                           svg_x((double)d, xlo, xhi), svg_y(t, ylo, yhi), s[i].reference ? "#ffffff" : color, color);
-            }
-            /* the legend entry of this series */
-            double lx = SVG_LEFT + SVG_PW + 25.0, ly = SVG_TOP + 10.0 + SVG_ROW * entry++;
-            buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s%s%s/>\n",
-                       lx, ly, lx + 30.0, ly, color, dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
-            buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">", lx + 38.0, ly + 4.0);
-            xml_text(&b, s[i].label);
-            buf_puts(&b, ": ");
-            xml_text(&b, path);
-            buf_puts(&b, "</text>\n");
-        }
-        if (!s[i].reference)
-            file_index++;
-    }
-    buf_puts(&b, "</svg>\n");
-    return buf_finish(&b, "SVG plot", out, len, err);
-}

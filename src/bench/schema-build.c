@@ -91,15 +91,20 @@ static json_t *jnum(double v) { return isfinite(v) ? json_real(v) : json_null();
 /* Integers where 0 is meaningless too (pixels, cores, threads): <= 0 -> null. */
 static json_t *jpos(int64_t v) { return v <= 0 ? json_null() : json_integer((json_int_t)v); }
 
+/* A tri-state (1 / 0 / JEV_BENCH_NONE) as true / false / null. */
 static json_t *jbool01(int32_t v) { return v < 0 ? json_null() : json_boolean(v != 0); }
 
 /* Sets obj[key] = v (stealing v); false when v or the insertion failed. */
 static bool put(json_t *obj, const char *key, json_t *v) { return v != NULL && json_object_set_new(obj, key, v) == 0; }
 
+/* Appends v to arr (stealing v); false when v or the append failed. */
 static bool push(json_t *arr, json_t *v) { return v != NULL && json_array_append_new(arr, v) == 0; }
 
 /* ---- environment ---- */
 
+/* The environment object. Sub-objects are built first and attached at the
+ * end, so one failure path (NULL) frees everything; jansson's *_new
+ * setters free their value even when they fail. */
 static json_t *env_json(const struct jev_bench_env *e) {
     json_t *env = json_object();
     json_t *peer = e->peer_name ? json_object() : json_null();
@@ -177,6 +182,9 @@ static void cpu_model_read(char *out, size_t size) {
 #define JEV_BENCH_STR2(x) #x
 #define JEV_BENCH_STR(x) JEV_BENCH_STR2(x)
 
+/* Host facts that the runner would otherwise have to gather itself. Only
+ * fields the caller left unset are filled, so a peer harness or a test can
+ * pin any of them. */
 void jev_bench_env_detect(struct jev_bench_env *env, struct jev_bench_host *host) {
     memset(host, 0, sizeof *host);
     if (env->jev_version == NULL)
@@ -239,6 +247,8 @@ void jev_bench_env_detect(struct jev_bench_env *env, struct jev_bench_host *host
 
 /* ---- building ---- */
 
+/* All optional fields "not recorded", valid = true: a scoring path that
+ * forgets to set a phase writes null, not a misleading 0. */
 struct jev_bench_sample jev_bench_sample_default(void) {
     struct jev_bench_sample s;
     memset(&s, 0, sizeof s);
@@ -254,6 +264,7 @@ struct jev_bench_sample jev_bench_sample_default(void) {
     return s;
 }
 
+/* The settings object; batch 0 is written as "all", unset scoring/order get the protocol defaults. */
 static json_t *settings_json(const struct jev_bench_settings *st) {
     json_t *set = json_object(), *counts = json_array(), *paths = json_array();
     bool ok = set && counts && paths;
@@ -279,6 +290,9 @@ static json_t *settings_json(const struct jev_bench_settings *st) {
     return set;
 }
 
+/* Checks what the builder itself relies on (counts, paths, repeats to
+ * route samples), copies it, and builds the environment and settings once.
+ * Everything else is checked by the validator at write time. */
 enum jev_status jev_bench_record_init(struct jev_bench_record **out, const struct jev_bench_env *env,
                                       const struct jev_bench_settings *settings, struct jev_error *err) {
     *out = NULL;
@@ -338,6 +352,7 @@ enum jev_status jev_bench_record_init(struct jev_bench_record **out, const struc
     return JEV_OK;
 }
 
+/* Frees the record and its JSON tree (NULL is fine). */
 void jev_bench_record_free(struct jev_bench_record *rec) {
     if (rec == NULL)
         return;
@@ -345,6 +360,7 @@ void jev_bench_record_free(struct jev_bench_record *rec) {
     free(rec);
 }
 
+/* The tree itself: for tests and for callers that want to add "extra" fields. */
 json_t *jev_bench_record_json(struct jev_bench_record *rec) { return rec->root; }
 
 /* The run object for (decisions, path), or NULL. */
@@ -369,6 +385,7 @@ static json_t *sample_find(const json_t *run, int32_t repeat) {
     return NULL;
 }
 
+/* One decision result: id, choice, options and (scoring paths) probabilities. */
 static json_t *decision_json(const struct jev_bench_decision *d) {
     json_t *o = json_object(), *opts = json_array();
     json_t *probs = d->probs ? json_array() : json_null();
@@ -389,6 +406,10 @@ static json_t *decision_json(const struct jev_bench_decision *d) {
     return o;
 }
 
+/* Routes a sample to its run (created on first use, in insertion order;
+ * readers order rows by the settings, not by the array). Refuses what
+ * would make the record invalid later and is cheap to catch now: an
+ * unknown count or path, a repeat out of range or given twice. */
 enum jev_status jev_bench_record_add_sample(struct jev_bench_record *rec, int32_t decisions, const char *path,
                                             const struct jev_bench_sample *s, struct jev_error *err) {
     bool count_ok = false, path_ok = false;
@@ -447,6 +468,7 @@ enum jev_status jev_bench_record_add_sample(struct jev_bench_record *rec, int32_
     return JEV_OK;
 }
 
+/* Sets one count's agreement; a later call for the same count replaces it. */
 enum jev_status jev_bench_record_add_agreement(struct jev_bench_record *rec, const struct jev_bench_agreement *a,
                                                struct jev_error *err) {
     json_t *o = json_object();
@@ -494,6 +516,11 @@ static const char *scored_answer(const json_t *d) {
     return json_string_value(json_object_get(d, "choice"));
 }
 
+/* Agreement from the samples (definitions in schema.h). Samples are paired
+ * by repeat: each repeat is one rotation of the paths over the same inputs,
+ * and deterministic scoring makes the distributions of equal repeats
+ * comparable. Decisions without probabilities are skipped, not counted as
+ * agreeing. */
 enum jev_status jev_bench_agreement_compute(const struct jev_bench_record *rec, int32_t decisions,
                                             struct jev_bench_agreement *out, struct jev_error *err) {
     out->decisions = decisions;
@@ -558,6 +585,7 @@ enum jev_status jev_bench_agreement_compute(const struct jev_bench_record *rec, 
 
 /* ---- writing ---- */
 
+/* Sets or clears the free-text note. */
 enum jev_status jev_bench_record_set_note(struct jev_bench_record *rec, const char *note, struct jev_error *err) {
     if (note == NULL || note[0] == '\0') {
         json_object_del(rec->root, "note");
@@ -568,6 +596,8 @@ enum jev_status jev_bench_record_set_note(struct jev_bench_record *rec, const ch
     return JEV_OK;
 }
 
+/* Validates, serializes and writes atomically. A record that would not load
+ * back is never written: the runner learns at once, not the reader later. */
 enum jev_status jev_bench_record_write(struct jev_bench_record *rec, const char *path, struct jev_error *err) {
     struct jev_error inner = {0};
     if (jev_bench_validate(rec->root, &inner) != JEV_OK)

@@ -59,6 +59,7 @@ struct vstate {
     unsigned char seen[JEV_BENCH_MAX_COUNTS][JEV_BENCH_MAX_PATHS]; /* runs present */
 };
 
+/* "a string", "an integer", ...: the "got ..." half of a type message. */
 static const char *json_kind(const json_t *j) {
     switch (json_typeof(j)) {
     case JSON_STRING: return "a string";
@@ -73,6 +74,9 @@ static const char *json_kind(const json_t *j) {
     return "an unknown value";
 }
 
+/* Whether j has one of the allowed types. An integer satisfies J_NUM, a
+ * real never satisfies J_INT: counts written as 12.0 are refused, because
+ * a count with a fraction means the writer computed something else. */
 static bool type_ok(const json_t *j, unsigned types) {
     switch (json_typeof(j)) {
     case JSON_STRING: return types & J_STR;
@@ -112,6 +116,7 @@ static void path_key(char out[PATH_MAX_TEXT], const char *at, const char *key) {
         memcpy(out + PATH_MAX_TEXT - 4, "...", 4); /* cut: still names where it starts */
 }
 
+/* See path_key. */
 static void path_index(char out[PATH_MAX_TEXT], const char *at, size_t i) {
     if (snprintf(out, PATH_MAX_TEXT, "%s[%zu]", at, i) >= PATH_MAX_TEXT)
         memcpy(out + PATH_MAX_TEXT - 4, "...", 4);
@@ -231,6 +236,9 @@ static bool path_name_ok(const char *s) {
 
 /* ---- environment ---- */
 
+/* The environment: shape of every sub-object, hashes as 64 lowercase hex
+ * digits, dimensions and core counts positive. Values are mostly
+ * informational, so null is allowed wherever a writer may not know. */
 static enum jev_status check_environment(const json_t *env, const char *at, struct jev_error *err) {
     static const struct field f_env[] = {
         {"peer", J_OBJ | J_NULL},    {"jev", J_OBJ},           {"model", J_OBJ},          {"image", J_OBJ},
@@ -315,6 +323,9 @@ static enum jev_status check_environment(const json_t *env, const char *at, stru
 
 /* ---- settings ---- */
 
+/* The settings, and the facts later checks need: the counts (strictly
+ * increasing, so rows have one order), the paths (unique, name-shaped) and
+ * the repeat count. */
 static enum jev_status check_settings(const json_t *set, const char *at, struct vstate *st, struct jev_error *err) {
     static const struct field f_set[] = {
         {"counts", J_ARR},
@@ -396,6 +407,7 @@ static enum jev_status check_settings(const json_t *set, const char *at, struct 
 
 /* ---- runs ---- */
 
+/* Index of a count in settings.counts, or -1. */
 static int count_index(const struct vstate *st, long long c) {
     for (int i = 0; i < st->n_counts; i++)
         if (st->counts[i] == c)
@@ -403,6 +415,7 @@ static int count_index(const struct vstate *st, long long c) {
     return -1;
 }
 
+/* Index of a path in settings.paths, or -1. */
 static int path_index_of(const struct vstate *st, const char *p) {
     for (int i = 0; i < st->n_paths; i++)
         if (!strcmp(st->paths[i], p))
@@ -471,6 +484,10 @@ static enum jev_status check_decision(const json_t *d, const char *at, struct je
 /* True when a and b agree to a relative tolerance (or are both ~0). */
 static bool near(double a, double b, double rel) { return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-12; }
 
+/* One sample: shape, ranges, one use per repeat, one memory kind per file,
+ * decisions/s consistent with total_ms and validity (so a reader can trust
+ * either), generated output only on generate_json, and per-decision
+ * results matching the run's decision count. */
 static enum jev_status check_sample(const json_t *s, const char *at, long long decisions, const char *path,
                                     unsigned char *seen_repeat, struct vstate *st, struct jev_error *err) {
     static const struct field f_sample[] = {
@@ -579,6 +596,9 @@ static enum jev_status check_published(const json_t *pm, const char *at, struct 
     return JEV_OK;
 }
 
+/* One run: its count and path exist in the settings and appear once, and
+ * it holds exactly settings.repeats samples (no silent drop of a slow or
+ * failed repeat). */
 static enum jev_status check_run(const json_t *run, const char *at, struct vstate *st, struct jev_error *err) {
     static const struct field f_run[] = {
         {"decisions", J_INT}, {"path", J_STR}, {"samples", J_ARR}, {"published_medians", J_OBJ | F_OPT}};
@@ -624,6 +644,7 @@ static enum jev_status check_run(const json_t *run, const char *at, struct vstat
 
 /* ---- agreement ---- */
 
+/* Exactly one agreement entry per count, fractions and deltas in [0, 1]. */
 static enum jev_status check_agreement(const json_t *arr, const char *at, const struct vstate *st,
                                        struct jev_error *err) {
     static const struct field f_ag[] = {{"decisions", J_INT},
@@ -657,6 +678,9 @@ static enum jev_status check_agreement(const json_t *arr, const char *at, const 
 
 /* ---- record ---- */
 
+/* The whole record: version, top-level shape, environment, settings, every
+ * run, coverage of every (count, path), agreement. Stops at the first
+ * problem. */
 enum jev_status jev_bench_validate(const json_t *root, struct jev_error *err) {
     static const struct field f_top[] = {{"schema", J_STR},  {"note", J_STR | F_OPT}, {"environment", J_OBJ},
                                          {"settings", J_OBJ}, {"runs", J_ARR},         {"agreement", J_ARR}};
@@ -702,6 +726,7 @@ enum jev_status jev_bench_validate(const json_t *root, struct jev_error *err) {
     return s;
 }
 
+/* Parses with duplicate keys refused (a duplicate would silently hide a value), then validates. */
 enum jev_status jev_bench_load_buffer(const char *data, size_t n, json_t **out, struct jev_error *err) {
     *out = NULL;
     if (n > JEV_BENCH_MAX_FILE_BYTES)
@@ -721,6 +746,9 @@ enum jev_status jev_bench_load_buffer(const char *data, size_t n, json_t **out, 
     return JEV_OK;
 }
 
+/* Reads the whole file (bounded by JEV_BENCH_MAX_FILE_BYTES, grown by
+ * doubling since the size of a pipe is unknown), then loads the buffer;
+ * messages are prefixed with the file name. */
 enum jev_status jev_bench_load_file(const char *path, json_t **out, struct jev_error *err) {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -791,6 +819,9 @@ static enum jev_status make_parents(const char *path, struct jev_error *err) {
     return JEV_OK;
 }
 
+/* temp file in the destination folder (rename is atomic only within one
+ * file system), write all, fsync, rename; the temp file is removed on any
+ * failure, so path holds the old content or the new, never a part. */
 enum jev_status jev_bench_file_write(const char *path, const void *data, size_t n, struct jev_error *err) {
     JEV_TRY(make_parents(path, err));
     char tmp[4200];
