@@ -41,7 +41,7 @@ static void xml_text(struct jev_report_buf *b, const char *s) {
 
 /* ---- SVG ---- */
 
-#define SVG_W 900.0     /* canvas width, px */
+#define SVG_W 980.0     /* canvas width, px: room for legend labels of ~50 characters */
 #define SVG_LEFT 80.0   /* plot area left edge */
 #define SVG_TOP 50.0    /* plot area top edge */
 #define SVG_PW 500.0    /* plot area width */
