@@ -18,6 +18,7 @@
 #include "bench/schema.h" // defines: jev_bench_load_file, jev_bench_file_write
 #include "commands.h"     // defines: cmd_report
 
+/* The --help text. */
 static void usage(FILE *f) {
     fprintf(f, "usage: jev report [FILE ...] [--output F.md] [--svg F.svg] [--reference REF.json]\n\n"
                "Renders benchmark records (jev-bench/1, as written by `jev bench`) as Markdown: the medians\n"
@@ -38,6 +39,8 @@ static const char *svg_link_for(const char *md, const char *svg) {
     return svg;
 }
 
+/* Parses arguments, loads and validates every input before rendering
+ * anything, renders both outputs before writing either, then writes. */
 int cmd_report(int argc, char **argv) {
     const char *files[JEV_REPORT_MAX_SOURCES];
     int n_files = 0;
