@@ -418,7 +418,9 @@ static void test_config_variants(void **state) {
     assert_false(c.text.mrope_interleaved);
 
     /* a bare text config: fields at the top level, no vision */
-    d = json_deep_copy(text_of(tiny_doc()));
+    json_t *full = tiny_doc();
+    d = json_deep_copy(text_of(full));
+    json_decref(full);
     expect_config(d, JEV_OK, NULL, &c);
     assert_false(c.has_vision);
     assert_int_equal(c.ids.image_pad, -1);
