@@ -40,6 +40,15 @@ const struct jev_ops jev_cpu_ops = {
     .swiglu = jev_cpu_swiglu,
     .gelu = jev_cpu_gelu,
     /* LM-OPS */
+    .copy = jev_cpu_copy,
+    .split_qgate = jev_cpu_split_qgate,
+    .rope = jev_cpu_rope,
+    .sigmoid_mul = jev_cpu_sigmoid_mul,
+    .attention = jev_cpu_attention,
+    .gdn_conv = jev_cpu_gdn_conv,
+    .gdn_gates = jev_cpu_gdn_gates,
+    .gdn_rule = jev_cpu_gdn_rule,
+    .gated_rmsnorm = jev_cpu_gated_rmsnorm,
 
     /* VISION-OPS */
 };

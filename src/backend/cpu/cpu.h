@@ -9,7 +9,8 @@
 #include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
 #include "base/pool.h"   // defines: struct jev_pool, jev_pool_run
 
-#define JEV_CPU_SCRATCH_FLOATS (1 << 16) /* per-thread row scratch (floats) */
+#define JEV_CPU_SCRATCH_FLOATS (1 << 18) /* per-thread scratch (floats): weight tiles, attention scores */
+#define JEV_CPU_MAX_RUNS 4096           /* sequences in one batched LM op */
 
 struct jev_backend {
     struct jev_pool *pool;   /* workers for parallel loops (not owned); NULL = caller only */
@@ -37,5 +38,25 @@ void jev_cpu_add(struct jev_backend *be, float *x, const float *y, int64_t n);
 void jev_cpu_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
 void jev_cpu_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out);
 void jev_cpu_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form);
+
+/* cpu-lm.c (LM-OPS) */
+void jev_cpu_copy(struct jev_backend *be, float *dst, const float *src, int64_t n);
+void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                         float *gate);
+void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                  const float *cos, const float *sin);
+void jev_cpu_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n);
+void jev_cpu_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                       const struct jev_attn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                      int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
+                       const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                      const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
+                           int32_t d, float eps, float *y);
+/* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
+int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
 
 #endif
