@@ -11,11 +11,14 @@
 
 #define JEV_CPU_SCRATCH_FLOATS (1 << 18) /* per-thread scratch (floats): weight tiles, attention scores */
 #define JEV_CPU_MAX_RUNS 4096           /* sequences in one batched LM op */
+#define JEV_CPU_WBUF_FLOATS (1 << 22)   /* per-thread dequantized weight tile for sgemm (16 MiB) */
+#define JEV_CPU_GEMM_MIN_N 8            /* token count from which matmul dequantizes tiles and calls sgemm */
 
 struct jev_backend {
     struct jev_pool *pool;   /* workers for parallel loops (not owned); NULL = caller only */
     int n_threads;           /* jev_pool_size(pool) */
     float *scratch;          /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
+    float *wbuf;             /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
 };
 
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
@@ -23,11 +26,23 @@ static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
     return be->scratch + (size_t)thread * JEV_CPU_SCRATCH_FLOATS;
 }
 
-/* cpu-dense.c */
+/* Per-thread weight-tile buffer of JEV_CPU_WBUF_FLOATS floats. */
+static inline float *jev_cpu_wbuf(struct jev_backend *be, int thread) {
+    return be->wbuf + (size_t)thread * JEV_CPU_WBUF_FLOATS;
+}
+
+/* cpu-dense.c: the scalar reference products */
 void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                          int32_t n_rows, const float *x, int64_t n, float *y);
 void jev_cpu_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
+
+/* cpu-matmul.c: the fast products in the op table (AVX2 fused kernels, OpenBLAS sgemm) */
+void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
+                              int32_t n_rows, const float *x, int64_t n, float *y);
+void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
+                        float *out);
 
 /* cpu-elementwise.c */
 void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps,
