@@ -52,10 +52,10 @@ const struct jev_ops jev_cpu_ops = {
     .split_qgate = jev_cpu_split_qgate,
     .rope = jev_cpu_rope,
     .sigmoid_mul = jev_cpu_sigmoid_mul,
-    .attention = jev_cpu_attention,
+    .attention = jev_cpu_attention_fast,
     .gdn_conv = jev_cpu_gdn_conv,
     .gdn_gates = jev_cpu_gdn_gates,
-    .gdn_rule = jev_cpu_gdn_rule,
+    .gdn_rule = jev_cpu_gdn_rule_fast,
     .gated_rmsnorm = jev_cpu_gated_rmsnorm,
 
     /* VISION-OPS */
