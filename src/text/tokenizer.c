@@ -230,8 +230,11 @@ const char *jev_tokenizer_piece(const struct jev_tokenizer *tok, jev_token id, s
         return NULL;
     int32_t a = tok->added_of_id[id];
     if (a >= 0) {
-        *len = tok->added[a].len;
-        return tok->added[a].content;
+        /* tokenizers 0.23 reports a normalized added token by its normalized
+         * content (id_to_token and decode), though token_to_id takes the
+         * content as written */
+        *len = tok->added[a].pattern_len;
+        return tok->added[a].pattern;
     }
     if (tok->model_len[id] == JEV_TOK_NO_PIECE)
         return NULL;

@@ -99,8 +99,9 @@ enum jev_status jev_tokenizer_decode(const struct jev_tokenizer *tok, const jev_
 int32_t jev_tokenizer_vocab_size(const struct jev_tokenizer *tok);
 
 /* The token string of an id as tokenizers' id_to_token gives it (a byte-level
- * piece such as "Ġthe", or an added token's content), not NUL-terminated,
- * owned by the tokenizer; NULL when the id has no token. */
+ * piece such as "Ġthe", or an added token's content - normalized when the
+ * token is marked normalized), not NUL-terminated, owned by the tokenizer;
+ * NULL when the id has no token. */
 const char *jev_tokenizer_piece(const struct jev_tokenizer *tok, jev_token id, size_t *len);
 
 /* The bytes one id decodes to on its own, before the U+FFFD rule (a byte-level
