@@ -139,6 +139,46 @@ void jev_jsonw_value(struct jev_jsonw *w, const json_t *v) {
     }
 }
 
+static void put_newline(struct jev_jsonw *w, int indent, int level) {
+    put(w, "\n", 1);
+    for (int i = 0; i < indent * level; i++)
+        put(w, " ", 1);
+}
+
+static void value_indent(struct jev_jsonw *w, const json_t *v, int indent, int level) {
+    if (json_is_object(v) && json_object_size(v) > 0) {
+        put(w, "{", 1);
+        const char *k;
+        json_t *c;
+        bool first = true;
+        json_object_foreach((json_t *)(uintptr_t)v, k, c) {
+            if (!first)
+                put(w, ",", 1);
+            first = false;
+            put_newline(w, indent, level + 1);
+            jev_jsonw_str(w, k);
+            put(w, ": ", 2);
+            value_indent(w, c, indent, level + 1);
+        }
+        put_newline(w, indent, level);
+        put(w, "}", 1);
+    } else if (json_is_array(v) && json_array_size(v) > 0) {
+        put(w, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                put(w, ",", 1);
+            put_newline(w, indent, level + 1);
+            value_indent(w, json_array_get(v, i), indent, level + 1);
+        }
+        put_newline(w, indent, level);
+        put(w, "]", 1);
+    } else {
+        jev_jsonw_value(w, v); /* scalars and empty containers */
+    }
+}
+
+void jev_jsonw_value_indent(struct jev_jsonw *w, const json_t *v, int indent) { value_indent(w, v, indent, 0); }
+
 char *jev_jsonw_finish(struct jev_jsonw *w) {
     char *out = w->failed ? NULL : w->buf;
     if (out == NULL)

@@ -37,6 +37,11 @@ void jev_jsonw_int(struct jev_jsonw *w, int64_t v);
 /* Appends a caller JSON value, compact, keys in their stored order. */
 void jev_jsonw_value(struct jev_jsonw *w, const json_t *v);
 
+/* Appends a caller JSON value in the fixed indented layout of the prompts:
+ * `indent` spaces per level, "key": value, one item per line, empty
+ * containers as {} / [], UTF-8 unescaped (jansson's JSON_INDENT layout). */
+void jev_jsonw_value_indent(struct jev_jsonw *w, const json_t *v, int indent);
+
 /* The text (caller frees with free()), or NULL after a failed allocation;
  * the writer is reset either way. */
 char *jev_jsonw_finish(struct jev_jsonw *w);
