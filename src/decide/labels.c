@@ -162,11 +162,11 @@ const char *jev_labels_text(const struct jev_labels *l, enum jev_qtype t, int32_
 
 int32_t jev_labels_ids(const struct jev_labels *l, const struct jev_question *q, int32_t *ids, int32_t *owner,
                        int32_t cap) {
+    if (q->n_options > 0 && label_of(l, q->type, q->n_options - 1) == NULL)
+        return -1; /* more options than labels: nothing written */
     int32_t n = 0;
     for (int32_t i = 0; i < q->n_options; i++) {
         const struct jev_label *x = label_of(l, q->type, i);
-        if (x == NULL)
-            return -1;
         for (int32_t v = 0; v < x->n_ids; v++) {
             JEV_ASSERT(n < cap);
             ids[n] = x->ids[v];
