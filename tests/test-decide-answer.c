@@ -285,6 +285,11 @@ static void test_error_bytes(void **state) {
     assert_string_equal(s, "{\"error\":{\"message\":\"questions.q: bad \\\"x\\\"\\n\\u0001\","
                            "\"type\":\"unprocessable_entity_error\",\"code\":422}}");
     free(s);
+    /* bytes that are not UTF-8 (a message quoting a bad body) become U+FFFD; valid UTF-8 stays */
+    s = jev_response_error(400, "invalid_request_error", "near '\xce' and \xff\xfe, caf\xc3\xa9 \xe2\x82");
+    assert_string_equal(s, "{\"error\":{\"message\":\"near '\xef\xbf\xbd' and \xef\xbf\xbd\xef\xbf\xbd, "
+                           "caf\xc3\xa9 \xef\xbf\xbd\xef\xbf\xbd\",\"type\":\"invalid_request_error\",\"code\":400}}");
+    free(s);
     struct jev_request r;
     struct jev_request_error re;
     const char *body = "{\"state\":\"s\",\"questions\":{\"q\":{\"type\":\"score\",\"instructions\":\"x\","

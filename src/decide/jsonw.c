@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <utf8proc.h>
 
 void jev_jsonw_init(struct jev_jsonw *w) { memset(w, 0, sizeof *w); }
 
@@ -39,15 +40,29 @@ static void put(struct jev_jsonw *w, const char *s, size_t n) {
 void jev_jsonw_raw(struct jev_jsonw *w, const char *s) { put(w, s, strlen(s)); }
 
 /* jansson's escaping: the two mandatory escapes, the short forms of the
- * common controls, \u00XX for the other bytes below 0x20. */
+ * common controls, \u00XX for the other bytes below 0x20. Bytes that are
+ * not valid UTF-8 (a message quoting a malformed body, a cut at a buffer's
+ * end) become U+FFFD, so the output is always valid JSON text. */
 static void put_str(struct jev_jsonw *w, const char *s, size_t n) {
     put(w, "\"", 1);
     size_t run = 0; /* bytes copied as is, flushed in one piece */
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n;) {
         unsigned char c = (unsigned char)s[i];
         const char *esc = NULL;
+        size_t adv = 1;
         char u[8];
-        switch (c) {
+        if (c >= 0x80) {
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+            if (k > 0) {
+                run += (size_t)k;
+                i += (size_t)k;
+                continue;
+            }
+            esc = "\xef\xbf\xbd"; /* U+FFFD for one bad byte */
+        }
+        switch (esc ? 0x80 : c) {
+        case 0x80: break; /* already replaced */
         case '"': esc = "\\\""; break;
         case '\\': esc = "\\\\"; break;
         case '\b': esc = "\\b"; break;
@@ -63,17 +78,33 @@ static void put_str(struct jev_jsonw *w, const char *s, size_t n) {
         }
         if (esc == NULL) {
             run++;
+            i++;
             continue;
         }
         put(w, s + i - run, run);
         run = 0;
         put(w, esc, strlen(esc));
+        i += adv;
     }
     put(w, s + n - run, run);
     put(w, "\"", 1);
 }
 
 void jev_jsonw_str(struct jev_jsonw *w, const char *s) { put_str(w, s, strlen(s)); }
+
+void jev_utf8_sanitize(char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (k > 0) {
+            i += (size_t)k;
+        } else {
+            s[i] = '?';
+            i++;
+        }
+    }
+}
 
 void jev_format_double(double d, char out[32]) {
     for (int prec = 1; prec <= 17; prec++) {

@@ -18,6 +18,8 @@
  */
 #include "decide/request-internal.h" // defines: jev_rq_*, struct jev_request
 
+#include "decide/jsonw.h" // defines: jev_utf8_sanitize
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,6 +65,9 @@ enum jev_status jev_rq_fail(struct jev_request_error *e, int http, const char *p
         jev_rq_path(e->message, sizeof e->message, "%s: %s", e->param, what);
     else
         jev_rq_path(e->message, sizeof e->message, "%s", what);
+    /* a message may quote the body (an id, jansson's view of a bad byte): keep it valid UTF-8 */
+    jev_utf8_sanitize(e->param);
+    jev_utf8_sanitize(e->message);
     return http_status_code(http);
 }
 
