@@ -1,0 +1,178 @@
+/*
+ * pipeline-int.h - what the pipeline's files share: the decider struct, the
+ * per-request context (tokens, image, scratch buffers, live sequences) and
+ * the helpers the three paths are written with.
+ *
+ * Not part of any API: only src/decide/pipeline*.c, score.c and path-*.c
+ * include it.
+ *
+ * Memory of one request: tokens, label ids and tries are built first (plain
+ * allocations, outside any forward loop); then every buffer the forwards
+ * need (ids, positions, embedding-row pointers, runs, logits) is sized from
+ * them and taken from one arena, so no forward loop allocates.
+ */
+#ifndef JEV_DECIDE_PIPELINE_INT_H
+#define JEV_DECIDE_PIPELINE_INT_H
+
+#include "base/arena.h"              // defines: struct jev_arena
+#include "decide/labels.h"           // defines: struct jev_labels
+#include "decide/pipeline.h"         // defines: struct jev_decider, struct jev_decide_params
+#include "decide/prompt-render.h"    // defines: struct jev_prompt_frame
+#include "io/image.h"                // defines: struct jev_image
+#include "model/vision-preprocess.h" // defines: struct jev_preprocess_config, struct jev_vision_input
+#include "model/vision.h"            // defines: struct jev_vision
+#include "text/tokenizer.h"          // defines: struct jev_tokenizer, struct jev_tokens
+
+/* Rows of full-vocabulary logits one text-mode forward may ask for (the
+ * logits buffer holds this many rows of vocab_size floats; a trie round with
+ * more query rows runs in several forwards). */
+#define DC_TEXT_ROWS_MAX 64
+
+/* Bytes of one trie-round task (score.c's struct dc_task, rounded up). */
+#define DC_TASK_BYTES 32
+
+struct jev_decider {
+    struct jev_model *model;          /* shared, immutable (not owned) */
+    struct jev_engine *engine;        /* the worker it drives (not owned) */
+    struct jev_tokenizer *tok;        /* owned: MODEL_DIR/tokenizer.json */
+    struct jev_labels labels;         /* label sets checked against tok after the frame's cue */
+    struct jev_prompt_frame frame;    /* Qwen3.5's non-thinking chat frame */
+    struct jev_preprocess_config pre; /* preprocessor_config.json (or Qwen3.5's values) */
+    bool has_vision;                  /* the model has a vision tower and vision is set up */
+    struct jev_vision vision;         /* the tower's runtime, sized for max_patches */
+    int32_t image_max_side;           /* the resize bound; <= 0: none */
+    int32_t max_patches;              /* vision capacity (patches of one image) */
+    int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
+    int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
+};
+
+/* One question's prepared inputs. */
+struct dc_question {
+    struct jev_tokens suffix;   /* the question's suffix ids (label or text rendering) */
+    int32_t n_ids;              /* label mode: vocabulary ids read */
+    int32_t *ids;               /* label mode: (n_ids) label token ids, an option's variants together */
+    int32_t *owner;             /* label mode: (n_ids) option index of each id */
+    int32_t *cols;              /* label mode: (n_ids) column of each id among the head rows */
+    bool has_trie;              /* text mode: trie built */
+    struct jev_trie trie;       /* text mode: the option texts' candidate trie */
+    int32_t forks;              /* text mode: forks its trie rounds make */
+    int32_t interior;           /* text mode: interior (fed) nodes, root excluded */
+};
+
+/* One live sequence the request holds (released on any exit). */
+struct dc_seqref {
+    struct jev_seq *seq; /* NULL once released */
+};
+
+/* The context of one jev_decide_run call. */
+struct dc_req {
+    struct jev_decider *d;            /* the decider */
+    const struct jev_request *r;      /* the request (not owned) */
+    struct jev_decide_params p;       /* params, defaults filled */
+    struct jev_decide_result *res;    /* where answers and counters go */
+    struct jev_error *err;            /* first failure */
+    /* image */
+    bool has_image;                   /* the request carries an image (and the model reads it) */
+    struct jev_image img;             /* decoded RGB (freed after preprocessing) */
+    struct jev_vision_input vin;      /* pixel values and grid of the current image */
+    float *img_embd;                  /* [n_img_tok][D] image-token embeddings (arena) */
+    int32_t n_img_tok;                /* image-pad tokens of the image */
+    int64_t image_bytes;              /* bytes the decode + preprocessing held at once */
+    /* tokens */
+    struct jev_tokens prefix;         /* the shared prefix (image pads included) */
+    int32_t img_at;                   /* index of the first image pad in the prefix; -1 when none */
+    struct dc_question *qs;           /* (n_questions) */
+    struct jev_tokens gen;            /* generate: the genjson suffix */
+    int32_t max_suffix;               /* longest suffix */
+    int32_t n_cols;                   /* label mode: vocabulary rows the head reads */
+    int32_t *cols;                    /* label mode: (n_cols) those rows (the union over questions) */
+    /* scratch, from the arena */
+    struct jev_arena arena;           /* every buffer below */
+    int32_t cap_tokens;               /* tokens of the largest forward */
+    int32_t cap_runs;                 /* runs of the largest forward */
+    int32_t cap_rows;                 /* logit rows of the largest forward */
+    int64_t n_vocab;                  /* columns of a full-vocabulary logits row */
+    int32_t *ids;                     /* [cap_tokens] batch ids */
+    int32_t *pos;                     /* [cap_tokens][3] batch positions */
+    const float **embd;               /* [max(cap_tokens, cap_prompt)] by prompt index: image-pad rows, else NULL */
+    int32_t *mrope;                   /* [3][cap_prompt] positions from jev_mrope_positions */
+    int32_t cap_prompt;               /* tokens of the longest full prompt */
+    struct jev_seq **seqs;            /* [cap_runs] sequences of the batch runs */
+    int32_t *seq_len;                 /* [cap_runs] run lengths */
+    int32_t *out_idx;                 /* [cap_rows] rows with logits */
+    float *logits;                    /* [cap_rows][n_vocab or n_cols] */
+    void *tasks;                      /* trie rounds: two task tables of cap_tasks (score.c) */
+    int32_t cap_tasks;                /* entries of one task table */
+    int32_t *label_block;             /* label mode: ids / owner / cols of every question (one malloc) */
+    /* sequences */
+    struct dc_seqref *live;           /* [cap_live] sequences held */
+    int32_t cap_live;                 /* entries of live */
+    /* counters */
+    int64_t peak_dyn;                 /* peak of K/V pages + live linear states, bytes */
+    int32_t peak_seqs;                /* peak of live sequences */
+};
+
+/* ---- pipeline-prep.c ---- */
+
+/* Renders and tokenizes a prompt's segments; IMAGE becomes n_img pads (img_at gets the first index). */
+enum jev_status dc_tokenize_prompt(struct jev_decider *d, const struct jev_prompt *pr, int32_t n_img,
+                                   struct jev_tokens *out, int32_t *img_at, struct jev_error *err);
+
+/* Text mode: the candidate token ids of option i (the option text as the prompt shows it, caller text). */
+enum jev_status dc_candidate_tokens(struct jev_decider *d, const struct jev_question *qq, int32_t i,
+                                    struct jev_tokens *out, struct jev_error *err);
+
+/* Decodes + preprocesses the request's image into q->vin (timed as image_ms). */
+enum jev_status dc_image_load(struct dc_req *q);
+/* Runs the vision tower on q->vin into q->img_embd (timed as vision_ms, counted). */
+enum jev_status dc_image_encode(struct dc_req *q);
+/* Frees the decoded image and the preprocessed pixels. */
+void dc_image_release(struct dc_req *q);
+
+/* M-RoPE positions of a full prompt ids[n] into q->mrope ([3][n]); delta out. */
+enum jev_status dc_mrope(struct dc_req *q, const int32_t *ids, int32_t n, int32_t *delta);
+/* Tokens [start, start+count) of the last dc_mrope prompt (n tokens) as batch positions pos[count][3]. */
+void dc_mrope_slice(const struct dc_req *q, int32_t n, int32_t start, int32_t count, int32_t *pos);
+
+/* A fresh sequence / a fork / a release, kept in q->live so that every exit releases them. */
+enum jev_status dc_seq_new(struct dc_req *q, struct jev_seq **out);
+enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev_seq **out);
+void dc_seq_release(struct dc_req *q, struct jev_seq *s);
+
+/* jev_lm_forward with the engine, then the peak bookkeeping. */
+enum jev_status dc_forward(struct dc_req *q, const struct jev_lm_batch *b);
+
+/* Samples live K/V pages and sequences into the peak. */
+void dc_track(struct dc_req *q);
+
+/* Builds the request's tokens (prefix, suffixes, label ids or tries, genjson). */
+enum jev_status dc_prepare_tokens(struct dc_req *q);
+/* The shared path's batch: all questions, or p.batch; text mode at most DC_TEXT_ROWS_MAX (each
+ * suffix needs a full-vocabulary logits row). */
+int32_t dc_batch_size(const struct dc_req *q);
+/* Sizes and allocates the scratch buffers for the chosen path. */
+enum jev_status dc_prepare_scratch(struct dc_req *q);
+/* Frees everything the context holds (sequences included). */
+void dc_req_free(struct dc_req *q);
+
+/* ---- score.c ---- */
+
+/* Fills b's logit request: rows q->out_idx[0..n) (set by the caller), label rows or the full vocabulary. */
+void dc_score_head(struct dc_req *q, int32_t n, struct jev_lm_batch *b);
+/*
+ * After the forward of dc_score_head: answers for questions qi0 .. qi0+n-1,
+ * whose sequences seqs[k] sit right after their prompts. In text mode it
+ * runs the trie rounds from there. The sequences are released either way.
+ */
+enum jev_status dc_score_read(struct dc_req *q, int32_t qi0, int32_t n, struct jev_seq **seqs);
+
+/* Forks of a trie (nodes with two or more interior children, root included) and its interior nodes. */
+void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior);
+
+/* ---- the paths ---- */
+
+enum jev_status dc_path_shared(struct dc_req *q);
+enum jev_status dc_path_independent(struct dc_req *q);
+enum jev_status dc_path_generate(struct dc_req *q);
+
+#endif

@@ -1,0 +1,536 @@
+/*
+ * pipeline.c - the decider (tokenizer, labels, vision runtime over one
+ * engine) and the entry points: jev_decide_run, jev_decide_body,
+ * jev_decide_plan, jev_decide_dump.
+ *
+ * One call of jev_decide_run, in order: the image is decoded and
+ * preprocessed (its token count is part of the prompt), the prompts are
+ * rendered and tokenized, the scratch is sized and allocated once, then the
+ * path runs its forwards, and the counters are read off the engine (forwards
+ * and tokens where the LM and the tower count them). Every sequence the call
+ * made is released on every exit.
+ *
+ * What it is not: the forwards' order (path-*.c), the answer arithmetic
+ * (answer.c), request parsing (request.c).
+ */
+#include "decide/pipeline-int.h" // defines: struct jev_decider, struct dc_req
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/timing.h" // defines: jev_now_ms
+
+/* ---- params and names ---- */
+
+struct jev_decider_params jev_decider_default_params(void) {
+    struct jev_decider_params p = {.image_max_side = 768, .tokenizer = NULL};
+    return p;
+}
+
+struct jev_decide_params jev_decide_default_params(void) {
+    struct jev_decide_params p = {.path = JEV_DECIDE_SHARED, .scoring = JEV_SCORING_LABEL, .norm = JEV_TRIE_SUM,
+                                  .batch = 4, .prefill_chunk = 512, .max_new_tokens = 0};
+    return p;
+}
+
+const char *jev_decide_path_name(enum jev_decide_path p) {
+    switch (p) {
+    case JEV_DECIDE_SHARED: return "shared";
+    case JEV_DECIDE_INDEPENDENT: return "independent";
+    case JEV_DECIDE_GENERATE: return "generate_json";
+    }
+    return "?";
+}
+
+const char *jev_decide_scoring_name(enum jev_decide_scoring s) { return s == JEV_SCORING_TEXT ? "text" : "label"; }
+
+/* ---- the decider ---- */
+
+/* labels.h's encode callback over the decider's tokenizer (plain text, no added tokens). */
+static int encode_cb(void *ctx, const char *text, int32_t *ids, int max) {
+    struct jev_decider *d = ctx;
+    struct jev_tokens t = {0};
+    struct jev_error e = {0};
+    if (jev_tokenizer_encode(d->tok, text, strlen(text), JEV_TOK_NO_ADDED, &t, &e) != JEV_OK)
+        return -1;
+    int n = (int)t.n;
+    for (int i = 0; i < n && i < max; i++)
+        ids[i] = t.ids[i];
+    jev_tokens_free(&t);
+    return n;
+}
+
+static bool file_exists(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Vision capacity: the largest grid an image can get under the bound (or the processor's pixel cap). */
+static int32_t patch_capacity(const struct jev_preprocess_config *pre, int32_t bound) {
+    int64_t f = (int64_t)pre->patch * pre->merge;
+    int64_t side_px = bound > 0 ? (bound + f - 1) / f * f : 1568; /* no bound: TypeSafe's largest side */
+    int64_t side = side_px / pre->patch;
+    int64_t cap = side * side;
+    /* a small image is scaled UP to min_pixels; leave room for its rounding */
+    int64_t low = 2 * (pre->min_pixels / ((int64_t)pre->patch * pre->patch)) + 4 * side;
+    if (low > cap)
+        cap = low;
+    int64_t mm = (int64_t)pre->merge * pre->merge;
+    cap = (cap + mm - 1) / mm * mm;
+    return cap > INT32_MAX / 2 ? INT32_MAX / 2 : (int32_t)cap;
+}
+
+enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *engine,
+                                 const struct jev_decider_params *params, struct jev_decider **out,
+                                 struct jev_error *err) {
+    *out = NULL;
+    if (!model || !engine || engine->model != model)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decider: needs a model and an engine made from it");
+    struct jev_decider_params dp = params ? *params : jev_decider_default_params();
+    struct jev_decider *d = calloc(1, sizeof *d);
+    if (!d)
+        return jev_fail(err, JEV_ERR_NOMEM, "decider: out of memory");
+    d->model = model;
+    d->engine = engine;
+    d->frame = jev_prompt_frame_default();
+    d->image_max_side = dp.image_max_side == 0 ? 768 : dp.image_max_side;
+    char path[4096];
+    enum jev_status s = JEV_OK;
+    if (dp.tokenizer)
+        snprintf(path, sizeof path, "%s", dp.tokenizer);
+    else
+        snprintf(path, sizeof path, "%s/tokenizer.json", model->dir);
+    s = jev_tokenizer_load(path, &d->tok, err);
+    if (s == JEV_OK) {
+        s = jev_labels_build(&d->labels, encode_cb, d, d->frame.cue, err);
+        if (s != JEV_OK) {
+            struct jev_error e2 = {0};
+            jev_fail(&e2, s, "%s: the label sets do not fit this tokenizer: %s", path, err->msg);
+            *err = e2;
+        }
+    }
+    /* the image processor's settings: the model's file, else Qwen3.5's values */
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", model->dir);
+    if (s == JEV_OK)
+        s = file_exists(path) ? jev_preprocess_config_load(path, &d->pre, err)
+                              : (d->pre = jev_preprocess_config_qwen35(), JEV_OK);
+    const struct jev_config *c = &model->config;
+    if (s == JEV_OK && c->has_vision) {
+        if (c->vision.out_hidden != c->text.hidden)
+            s = jev_fail(err, JEV_ERR_FORMAT, "%s: vision out_hidden_size %d != text hidden_size %d", model->dir,
+                         c->vision.out_hidden, c->text.hidden);
+        else if (d->pre.patch != c->vision.patch || d->pre.merge != c->vision.merge ||
+                 d->pre.temporal_patch != c->vision.temporal_patch)
+            s = jev_fail(err, JEV_ERR_FORMAT,
+                         "%s: preprocessor patch %d / merge %d / temporal %d differ from the vision config's "
+                         "%d / %d / %d",
+                         model->dir, d->pre.patch, d->pre.merge, d->pre.temporal_patch, c->vision.patch,
+                         c->vision.merge, c->vision.temporal_patch);
+        if (s == JEV_OK) {
+            d->max_patches = patch_capacity(&d->pre, d->image_max_side);
+            s = jev_vision_init(&d->vision, &c->vision, &model->weights.vision, engine->ops, engine->be,
+                                d->max_patches, err);
+            d->has_vision = s == JEV_OK;
+        }
+    }
+    const struct jev_text_config *t = &c->text;
+    d->page_bytes = (int64_t)t->n_full_layers * 2 * JEV_KV_PAGE * t->kv_dim * (int64_t)sizeof(float);
+    d->seq_bytes = (int64_t)t->n_linear_layers *
+                       ((int64_t)(t->conv_kernel - 1) * t->conv_dim +
+                        (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim) *
+                       (int64_t)sizeof(float) +
+                   (int64_t)engine->state.max_pages * (int64_t)sizeof(int32_t) + (int64_t)sizeof(struct jev_seq);
+    if (s != JEV_OK) {
+        jev_decider_free(d);
+        return s;
+    }
+    *out = d;
+    return JEV_OK;
+}
+
+void jev_decider_free(struct jev_decider *d) {
+    if (!d)
+        return;
+    if (d->has_vision)
+        jev_vision_free(&d->vision);
+    jev_tokenizer_free(d->tok);
+    free(d);
+}
+
+const struct jev_tokenizer *jev_decider_tokenizer(const struct jev_decider *d) { return d->tok; }
+
+/* ---- one request ---- */
+
+static enum jev_status check_params(const struct jev_decider *d, const struct jev_request *r,
+                                    const struct jev_decide_params *p, struct jev_error *err) {
+    if (p->path < JEV_DECIDE_SHARED || p->path > JEV_DECIDE_GENERATE)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: unknown path %d", (int)p->path);
+    if (p->scoring < JEV_SCORING_LABEL || p->scoring > JEV_SCORING_TEXT)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: unknown scoring %d", (int)p->scoring);
+    if (p->norm < JEV_TRIE_SUM || p->norm > JEV_TRIE_MEAN)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: unknown normalisation %d", (int)p->norm);
+    if (p->batch < 0 || p->prefill_chunk < 0 || p->max_new_tokens < 0)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: batch %d, prefill_chunk %d, max_new_tokens %d < 0",
+                        p->batch, p->prefill_chunk, p->max_new_tokens);
+    if (!r || r->n_questions < 1 || !r->questions)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: the request has no questions");
+    if (r->has_image && !d->has_vision)
+        return jev_fail(err, JEV_ERR_UNSUPPORTED, "decide: the request has an image and %s has no vision tower",
+                        d->model->dir);
+    return JEV_OK;
+}
+
+/* Steps shared by run, plan and dump: image (when asked), tokens, scratch (when asked). */
+static enum jev_status prepare(struct dc_req *q, bool image, bool scratch) {
+    q->has_image = q->r->has_image;
+    q->qs = calloc((size_t)q->r->n_questions, sizeof *q->qs);
+    if (!q->qs)
+        return jev_fail(q->err, JEV_ERR_NOMEM, "out of memory for %d questions", q->r->n_questions);
+    if (q->has_image && image)
+        JEV_TRY(dc_image_load(q));
+    JEV_TRY(dc_prepare_tokens(q));
+    if (scratch)
+        JEV_TRY(dc_prepare_scratch(q));
+    return JEV_OK;
+}
+
+static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_request *r,
+                     const struct jev_decide_params *p, struct jev_decide_result *res, struct jev_error *err) {
+    memset(q, 0, sizeof *q);
+    q->d = d;
+    q->r = r;
+    q->p = p ? *p : jev_decide_default_params();
+    if (q->p.prefill_chunk == 0)
+        q->p.prefill_chunk = 512;
+    q->res = res;
+    q->err = err;
+    q->img_at = -1;
+}
+
+enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                               struct jev_decide_result *out, struct jev_error *err) {
+    memset(out, 0, sizeof *out);
+    double t0 = jev_now_ms();
+    struct dc_req q;
+    req_init(&q, d, r, p, out, err);
+    JEV_TRY(check_params(d, r, &q.p, err));
+    struct jev_engine *e = d->engine;
+    int64_t f0 = e->lm.n_forwards, t0_tok = e->lm.n_tokens, rows0 = e->lm.n_logit_rows;
+    int64_t v0 = d->has_vision ? d->vision.n_forwards : 0;
+    enum jev_status s = jev_answers_init(&out->answers, r, err);
+    if (s == JEV_OK)
+        s = prepare(&q, true, true);
+    dc_track(&q);
+    if (s == JEV_OK) {
+        switch (q.p.path) {
+        case JEV_DECIDE_SHARED: s = dc_path_shared(&q); break;
+        case JEV_DECIDE_INDEPENDENT: s = dc_path_independent(&q); break;
+        case JEV_DECIDE_GENERATE: s = dc_path_generate(&q); break;
+        }
+    }
+    struct jev_decide_stats *st = &out->stats;
+    st->lm_forwards = e->lm.n_forwards - f0;
+    st->lm_tokens = e->lm.n_tokens - t0_tok;
+    st->lm_logit_rows = e->lm.n_logit_rows - rows0;
+    st->vision_forwards = d->has_vision ? d->vision.n_forwards - v0 : 0;
+    st->prefix_tokens = (int32_t)q.prefix.n;
+    st->image_tokens = q.has_image ? q.n_img_tok : 0;
+    if (q.p.path != JEV_DECIDE_GENERATE)
+        st->prompt_tokens = st->prefix_tokens + q.max_suffix;
+    st->peak_seqs = q.peak_seqs;
+    st->peak_bytes = (int64_t)e->lm.arena.cap + (q.has_image ? (int64_t)d->vision.arena.cap : 0) +
+                     (int64_t)q.arena.peak + q.image_bytes + q.peak_dyn;
+    if (q.p.path != JEV_DECIDE_GENERATE) {
+        out->valid = s == JEV_OK;
+        out->usage.input_tokens = st->lm_tokens;
+    } else {
+        out->usage.input_tokens = st->prompt_tokens;
+        out->usage.output_tokens = st->output_tokens;
+    }
+    dc_req_free(&q);
+    st->total_ms = jev_now_ms() - t0;
+    if (s != JEV_OK) {
+        jev_engine_set_error(e, err);
+        jev_decide_result_free(out);
+    }
+    return s;
+}
+
+void jev_decide_result_free(struct jev_decide_result *res) {
+    jev_answers_free(&res->answers);
+    jev_genjson_result_free(&res->gen);
+    memset(res, 0, sizeof *res);
+}
+
+/* ---- sizing ---- */
+
+enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                                int32_t *max_batch, int32_t *max_tokens, struct jev_error *err) {
+    struct jev_decide_result res = {0};
+    struct dc_req q;
+    req_init(&q, d, r, p, &res, err);
+    JEV_TRY(check_params(d, r, &q.p, err));
+    /* the image's token count is needed for the prompt length: decode it (no forward) */
+    enum jev_status s = prepare(&q, true, false);
+    if (s == JEV_OK) {
+        int32_t P = (int32_t)q.prefix.n, seqs = 1, toks = P;
+        if (q.p.path == JEV_DECIDE_GENERATE) {
+            int32_t budget = q.p.max_new_tokens > 0 ? q.p.max_new_tokens : jev_genjson_max_tokens(r->n_questions);
+            toks = P + (int32_t)q.gen.n + budget;
+        } else {
+            int32_t B = q.p.path == JEV_DECIDE_SHARED ? dc_batch_size(&q) : 1;
+            int32_t longest_cand = 0;
+            for (int32_t i = 0; i < r->n_questions; i++)
+                if (q.qs[i].has_trie)
+                    for (int32_t n = 0; n < q.qs[i].trie.n_nodes; n++)
+                        if (q.qs[i].trie.nodes[n].depth > longest_cand)
+                            longest_cand = q.qs[i].trie.nodes[n].depth;
+            toks = P + q.max_suffix + longest_cand;
+            for (int32_t b0 = 0; b0 < r->n_questions; b0 += B) {
+                int32_t need = q.p.path == JEV_DECIDE_SHARED ? 1 : 0;
+                for (int32_t i = b0; i < b0 + B && i < r->n_questions; i++)
+                    need += 1 + q.qs[i].forks;
+                seqs = need > seqs ? need : seqs;
+            }
+        }
+        *max_batch = seqs - 1 > 1 ? seqs - 1 : 1;
+        *max_tokens = toks;
+    }
+    dc_req_free(&q);
+    jev_decide_result_free(&res);
+    return s;
+}
+
+/* ---- the HTTP-shaped route ---- */
+
+/* Maps a failed run to a refusal the server can send. */
+static void map_error(enum jev_status s, const struct jev_error *err, struct jev_request_error *rerr) {
+    memset(rerr, 0, sizeof *rerr);
+    switch (s) {
+    case JEV_ERR_FORMAT:
+    case JEV_ERR_IO:
+        rerr->http_status = 400;
+        rerr->type = "invalid_request_error";
+        break;
+    case JEV_ERR_CONTEXT_FULL:
+        rerr->http_status = 400;
+        rerr->type = "exceed_context_size_error";
+        break;
+    case JEV_ERR_INVALID_ARG:
+        rerr->http_status = 422;
+        rerr->type = "unprocessable_entity_error";
+        break;
+    case JEV_ERR_UNSUPPORTED:
+        rerr->http_status = 501;
+        rerr->type = "not_supported_error";
+        break;
+    default:
+        rerr->http_status = 0; /* internal: the response writer makes it a 500 */
+        rerr->type = "server_error";
+        break;
+    }
+    snprintf(rerr->message, sizeof rerr->message, "%s", err->msg);
+}
+
+/* The model's name as the response reports it: the directory's last component. */
+static const char *model_name(const struct jev_decider *d) {
+    const char *s = d->model->dir;
+    size_t n = strlen(s);
+    while (n > 1 && s[n - 1] == '/')
+        n--;
+    const char *b = s;
+    for (size_t i = 0; i + 1 < n; i++)
+        if (s[i] == '/')
+            b = s + i + 1;
+    return b;
+}
+
+enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
+                                struct jev_decide_result *result) {
+    struct jev_request_error local;
+    struct jev_request_error *re = rerr ? rerr : &local;
+    memset(re, 0, sizeof *re);
+    *response = NULL;
+    if (result)
+        memset(result, 0, sizeof *result);
+    struct jev_request r;
+    struct jev_request_opts opts = {.no_vision = !d->has_vision};
+    enum jev_status s;
+    if (shape == JEV_SHAPE_SYSTEMONE)
+        s = jev_request_parse_systemone(body, len, &opts, &r, re);
+    else if (shape == JEV_SHAPE_OPENAI)
+        s = jev_request_parse_openai(body, len, &opts, &r, re);
+    else {
+        s = JEV_ERR_INVALID_ARG;
+        re->http_status = 400;
+        re->type = "invalid_request_error";
+        snprintf(re->message, sizeof re->message, "decide: a workload file is not a request body");
+    }
+    if (s != JEV_OK) {
+        *response = jev_response_request_error(re);
+        return s;
+    }
+    struct jev_decide_result res;
+    struct jev_error err = {0};
+    s = jev_decide_run(d, &r, p, &res, &err);
+    if (s == JEV_OK && res.generated && !res.valid) {
+        /* a generated output that fails the schema answers nothing */
+        s = JEV_ERR_FORMAT;
+        memset(re, 0, sizeof *re);
+        re->http_status = 0;
+        re->type = "server_error";
+        snprintf(re->message, sizeof re->message, "generate_json: the model's output does not meet the schema: %.400s",
+                 res.gen.reason);
+    } else if (s != JEV_OK) {
+        map_error(s, &err, re);
+    }
+    if (s == JEV_OK) {
+        const char *name = model_name(d);
+        *response = shape == JEV_SHAPE_OPENAI ? jev_response_openai(&r, &res.answers, name, &res.usage)
+                                              : jev_response_systemone(&r, &res.answers, name, &res.usage);
+        if (!*response)
+            s = JEV_ERR_NOMEM;
+    } else {
+        *response = jev_response_request_error(re);
+    }
+    if (result && (s == JEV_OK || res.generated))
+        *result = res;
+    else
+        jev_decide_result_free(&res);
+    jev_request_free(&r);
+    return s;
+}
+
+/* ---- the inputs, for reference scripts and peers ---- */
+
+static json_t *ids_json(const int32_t *ids, size_t n) {
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(ids[i]));
+    return a;
+}
+
+/* Standard base64 (RFC 4648, padded) of n bytes; malloc'd, NUL-terminated. */
+static char *base64(const unsigned char *b, size_t n) {
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc((n + 2) / 3 * 4 + 1), *p = o;
+    if (!o)
+        return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)b[i] << 16 | (i + 1 < n ? (uint32_t)b[i + 1] << 8 : 0) | (i + 2 < n ? b[i + 2] : 0);
+        *p++ = tab[v >> 18 & 63];
+        *p++ = tab[v >> 12 & 63];
+        *p++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        *p++ = i + 2 < n ? tab[v & 63] : '=';
+    }
+    *p = '\0';
+    return o;
+}
+
+/* The image part of a dump: grid, pad placement and the pixel values as f32 little-endian. */
+static json_t *image_json(const struct dc_req *q) {
+    const struct jev_vision_size *z = &q->vin.size;
+    size_t n = (size_t)z->n_patches * (size_t)z->patch_dim;
+    /* the dump is little-endian on every host */
+    unsigned char *bytes = malloc(n * 4 + 1);
+    if (!bytes)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &q->vin.pixels[i], 4);
+        for (int k = 0; k < 4; k++)
+            bytes[i * 4 + (size_t)k] = (unsigned char)(u >> (8 * k));
+    }
+    char *b64 = base64(bytes, n * 4);
+    free(bytes);
+    if (!b64)
+        return NULL;
+    json_t *o = json_pack("{s:[i,i,i], s:i, s:i, s:i, s:[i,i], s:{s:[i,i], s:s, s:s}}", "grid_thw", 1, z->grid_h,
+                          z->grid_w, "n_tokens", z->n_tokens, "pad_id", q->d->model->config.ids.image_pad,
+                          "first_pad", q->img_at, "resized_hw", z->height, z->width, "pixel_values", "shape",
+                          z->n_patches, z->patch_dim, "dtype", "float32-le", "base64", b64);
+    free(b64);
+    return o;
+}
+
+enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                                json_t **out, struct jev_error *err) {
+    *out = NULL;
+    struct jev_decide_params pl = p ? *p : jev_decide_default_params();
+    struct jev_decide_result rl = {0}, rt = {0}, rg = {0};
+    struct dc_req ql, qt, qg;
+    pl.scoring = JEV_SCORING_LABEL;
+    pl.path = JEV_DECIDE_SHARED;
+    req_init(&ql, d, r, &pl, &rl, err);
+    struct jev_decide_params pt = pl, pg = pl;
+    pt.scoring = JEV_SCORING_TEXT;
+    pg.path = JEV_DECIDE_GENERATE;
+    req_init(&qt, d, r, &pt, &rt, err);
+    req_init(&qg, d, r, &pg, &rg, err);
+    enum jev_status s = check_params(d, r, &pl, err);
+    if (s == JEV_OK)
+        s = prepare(&ql, true, false);
+    /* the text and generate renderings reuse the label one's image token count */
+    qt.n_img_tok = qg.n_img_tok = ql.n_img_tok;
+    if (s == JEV_OK)
+        s = prepare(&qt, false, false);
+    if (s == JEV_OK)
+        s = prepare(&qg, false, false);
+    json_t *o = NULL;
+    if (s == JEV_OK) {
+        o = json_object();
+        json_t *qs = json_array(), *eos = json_array();
+        for (int32_t i = 0; i < d->model->config.ids.n_eos; i++)
+            json_array_append_new(eos, json_integer(d->model->config.ids.eos[i]));
+        json_object_set_new(o, "format", json_string("jev-decide-inputs/1"));
+        json_object_set_new(o, "model_dir", json_string(d->model->dir));
+        json_object_set_new(o, "norm", json_string(pl.norm == JEV_TRIE_MEAN ? "mean" : "sum"));
+        json_object_set_new(o, "eos_ids", eos);
+        json_object_set_new(o, "prefix_ids", ids_json(ql.prefix.ids, ql.prefix.n));
+        json_object_set_new(o, "image", ql.has_image ? image_json(&ql) : json_null());
+        json_object_set_new(o, "generate",
+                            json_pack("{s:o, s:i}", "suffix_ids", ids_json(qg.gen.ids, qg.gen.n), "max_new_tokens",
+                                      pl.max_new_tokens > 0 ? pl.max_new_tokens
+                                                            : jev_genjson_max_tokens(r->n_questions)));
+        for (int32_t i = 0; s == JEV_OK && i < r->n_questions; i++) {
+            const struct jev_question *qq = &r->questions[i];
+            const struct dc_question *dl = &ql.qs[i];
+            json_t *keys = json_array(), *lab = json_array(), *cands = json_array();
+            for (int32_t k = 0; k < qq->n_options; k++) {
+                json_array_append_new(keys, json_string(qq->options[k].key));
+                json_t *v = json_array();
+                for (int32_t j = 0; j < dl->n_ids; j++)
+                    if (dl->owner[j] == k)
+                        json_array_append_new(v, json_integer(dl->ids[j]));
+                json_array_append_new(lab, v);
+                struct jev_tokens c = {0};
+                s = dc_candidate_tokens(d, qq, k, &c, err);
+                json_array_append_new(cands, ids_json(c.ids, c.n));
+                jev_tokens_free(&c);
+            }
+            json_array_append_new(
+                qs, json_pack("{s:s, s:s, s:o, s:{s:o, s:o}, s:{s:o, s:o}}", "id", qq->id, "type",
+                              jev_qtype_name(qq->type), "options", keys, "label", "suffix_ids",
+                              ids_json(dl->suffix.ids, dl->suffix.n), "option_ids", lab, "text", "suffix_ids",
+                              ids_json(qt.qs[i].suffix.ids, qt.qs[i].suffix.n), "candidates", cands));
+        }
+        json_object_set_new(o, "questions", qs);
+        if (s != JEV_OK) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    dc_req_free(&ql);
+    dc_req_free(&qt);
+    dc_req_free(&qg);
+    jev_decide_result_free(&rl);
+    jev_decide_result_free(&rt);
+    jev_decide_result_free(&rg);
+    if (s == JEV_OK && !o)
+        s = jev_fail(err, JEV_ERR_NOMEM, "decide: out of memory for the inputs dump");
+    *out = o;
+    return s;
+}
