@@ -1,13 +1,328 @@
 /*
- * cmd-decide.c - `jev decide`. Not built yet: answers with a clear message.
+ * cmd-decide.c - `jev decide`: one decision request through the model, by
+ * one path, printed as a table (default) or as the System One / OpenAI
+ * response body (--json).
+ *
+ * Input: a request body (--request, System One by default, --openai for the
+ * OpenAI shape) or the benchmark workload (--workload F --decisions N).
+ * --image F attaches an image file to a request that has none. --dump-ids F
+ * writes the inputs the scoring paths build (token ids, pixel values, label
+ * and candidate ids) for scripts/reference/decision_goldens.py and peers.
+ *
+ * The engine is sized for the request (jev_decide_plan): a first engine of
+ * the default size tokenizes and plans; a request that needs more sequences
+ * or tokens gets a second, larger one.
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "commands.h" // defines: cmd_decide
+#include "commands.h"        // defines: cmd_decide
+#include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: jev decide --model DIR (--request R.json | --workload F --decisions N) [options]\n\n"
+            "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
+            "  --request FILE       a System One request body (POST /v1/systemone)\n"
+            "  --openai             the request is the OpenAI shape (POST /v1/decisions)\n"
+            "  --workload FILE      the benchmark workload (bench/dog-workload.json) ...\n"
+            "  --decisions N        ... with N decisions (decision i asks question i mod 8, id q%%02d)\n"
+            "  --image FILE         attach an image (JPEG or PNG) to a request without one\n"
+            "  --path P             shared (default), independent or generate\n"
+            "  --scoring S          label (default: stable one-token labels) or text (complete option texts)\n"
+            "  --norm N             text scoring: sum (default) or mean of the token log-probabilities\n"
+            "  --batch N|all        shared path: suffixes per forward (default 4)\n"
+            "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
+            "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
+            "  --threads N          worker threads (default: all cores)\n"
+            "  --json               print the response body instead of the table\n"
+            "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
+}
+
+static int parse_long(const char *s, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || end == s || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (n < cap)
+            break;
+        char *nb = cap >= JEV_DECIDE_MAX_BODY_BYTES * 2 ? NULL : realloc(b, cap * 2);
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (b)
+        *len = n;
+    return b;
+}
+
+/* The table: one line per question with its winner, confidence and every option's probability. */
+static void print_table(const struct jev_request *r, const struct jev_decide_result *res,
+                        const struct jev_decide_params *p) {
+    if (res->generated) {
+        printf("generated output (%s): %s\n", res->valid ? "valid" : "INVALID", res->gen.raw ? res->gen.raw : "");
+        if (!res->valid)
+            printf("reason: %s\n", res->gen.reason);
+    }
+    if (res->answers.n > 0 && (res->valid || !res->generated)) {
+        printf("%-16s %-7s %-16s %8s  probabilities\n", "question", "type", "answer", "conf");
+        for (int32_t i = 0; i < r->n_questions; i++) {
+            const struct jev_question *q = &r->questions[i];
+            const struct jev_answer *a = &res->answers.items[i];
+            char ans[64];
+            if (q->type == JEV_QTYPE_SCORE)
+                snprintf(ans, sizeof ans, "%.3f", a->score);
+            else
+                snprintf(ans, sizeof ans, "%.16s", q->options[a->winner].key);
+            printf("%-16.16s %-7s %-16s %8.4f ", q->id, jev_qtype_name(q->type), ans, a->confidence);
+            for (int32_t k = 0; k < a->n; k++)
+                printf(" %s=%.6f", q->options[k].key, a->probs[k]);
+            printf("\n");
+        }
+    }
+    const struct jev_decide_stats *s = &res->stats;
+    printf("\n%s path, %s scoring%s: %d questions, total %.1f ms (image %.1f, vision %.1f, prefill %.1f, "
+           "scoring %.1f)\n",
+           jev_decide_path_name(p->path), jev_decide_scoring_name(p->scoring),
+           p->scoring == JEV_SCORING_TEXT ? (p->norm == JEV_TRIE_MEAN ? " (mean)" : " (sum)") : "", r->n_questions,
+           s->total_ms, s->image_ms, s->vision_ms, s->prefill_ms, s->scoring_ms);
+    printf("LM forwards %lld, vision forwards %lld, LM tokens %lld, prefix %d tokens (%d image), forks %d, "
+           "peak %.1f MiB engine memory, %d sequences\n",
+           (long long)s->lm_forwards, (long long)s->vision_forwards, (long long)s->lm_tokens, s->prefix_tokens,
+           s->image_tokens, s->forks, (double)s->peak_bytes / 1048576.0, s->peak_seqs);
+}
+
+/* A decider over an engine sized (max_batch, max_tokens). */
+static int open_engine(struct jev_model *m, int32_t max_batch, int32_t max_tokens, int32_t max_side,
+                       struct jev_engine **e, struct jev_decider **d) {
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_batch = max_batch;
+    ep.max_tokens = max_tokens;
+    if (jev_engine_init(m, &ep, e) != JEV_OK) {
+        fprintf(stderr, "jev decide: %s\n", jev_engine_last_error(*e));
+        return 1;
+    }
+    struct jev_decider_params dp = jev_decider_default_params();
+    dp.image_max_side = max_side;
+    struct jev_error err = {0};
+    if (jev_decider_init(m, *e, &dp, d, &err) != JEV_OK) {
+        fprintf(stderr, "jev decide: %s\n", err.msg);
+        return 1;
+    }
+    return 0;
+}
 
 int cmd_decide(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "jev decide: not available in this build yet\n");
-    return 1;
+    const char *dir = NULL, *req_path = NULL, *workload = NULL, *image = NULL, *dump = NULL;
+    bool json = false, openai = false;
+    long decisions = 0, threads = 0, max_side = 768, max_new = 0;
+    struct jev_decide_params p = jev_decide_default_params();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long n = 0;
+        int bad = 0, takes = 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
+            json = true, takes = 0;
+        } else if (!strcmp(a, "--openai")) {
+            openai = true, takes = 0;
+        } else if (!v) {
+            bad = 2;
+        } else if (!strcmp(a, "--model")) {
+            dir = v;
+        } else if (!strcmp(a, "--request")) {
+            req_path = v;
+        } else if (!strcmp(a, "--workload")) {
+            workload = v;
+        } else if (!strcmp(a, "--decisions")) {
+            bad = parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &decisions);
+        } else if (!strcmp(a, "--image")) {
+            image = v;
+        } else if (!strcmp(a, "--dump-ids")) {
+            dump = v;
+        } else if (!strcmp(a, "--path")) {
+            if (!strcmp(v, "shared"))
+                p.path = JEV_DECIDE_SHARED;
+            else if (!strcmp(v, "independent"))
+                p.path = JEV_DECIDE_INDEPENDENT;
+            else if (!strcmp(v, "generate") || !strcmp(v, "generate_json"))
+                p.path = JEV_DECIDE_GENERATE;
+            else
+                bad = 1;
+        } else if (!strcmp(a, "--scoring")) {
+            if (!strcmp(v, "label"))
+                p.scoring = JEV_SCORING_LABEL;
+            else if (!strcmp(v, "text"))
+                p.scoring = JEV_SCORING_TEXT;
+            else
+                bad = 1;
+        } else if (!strcmp(a, "--norm")) {
+            if (!strcmp(v, "sum"))
+                p.norm = JEV_TRIE_SUM;
+            else if (!strcmp(v, "mean"))
+                p.norm = JEV_TRIE_MEAN;
+            else
+                bad = 1;
+        } else if (!strcmp(a, "--batch")) {
+            if (!strcmp(v, "all"))
+                p.batch = 0;
+            else if (!(bad = parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &n)))
+                p.batch = (int32_t)n;
+        } else if (!strcmp(a, "--image-max-side")) {
+            bad = parse_long(v, 0, 16384, &max_side);
+        } else if (!strcmp(a, "--max-new-tokens")) {
+            bad = parse_long(v, 1, 1 << 20, &max_new);
+        } else if (!strcmp(a, "--threads")) {
+            bad = parse_long(v, 0, 1024, &threads);
+        } else {
+            bad = 2;
+        }
+        if (bad) {
+            if (bad == 2)
+                fprintf(stderr, "jev decide: unknown or incomplete option '%s'\n\n", a);
+            else
+                fprintf(stderr, "jev decide: bad value '%s' for %s\n\n", v, a);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
+    }
+    if (!dir || (!req_path == !workload) || (workload && decisions <= 0)) {
+        fprintf(stderr, "jev decide: --model and one of --request or --workload (with --decisions) are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    p.max_new_tokens = (int32_t)max_new;
+
+    /* the request */
+    struct jev_request r;
+    struct jev_request_error rerr = {0};
+    enum jev_status s;
+    if (workload) {
+        s = jev_request_load_workload_file(workload, (int32_t)decisions, &r, &rerr);
+    } else {
+        size_t len = 0;
+        char *body = read_file(req_path, &len);
+        if (!body) {
+            fprintf(stderr, "jev decide: %s: cannot read (%s)\n", req_path, strerror(errno));
+            return 1;
+        }
+        s = openai ? jev_request_parse_openai(body, len, NULL, &r, &rerr)
+                   : jev_request_parse_systemone(body, len, NULL, &r, &rerr);
+        free(body);
+    }
+    if (s != JEV_OK) {
+        fprintf(stderr, "jev decide: %s: refused (%d %s): %s\n", workload ? workload : req_path, rerr.http_status,
+                rerr.type ? rerr.type : "", rerr.message);
+        return 1;
+    }
+    if (image) {
+        if (r.has_image) {
+            fprintf(stderr, "jev decide: the request already carries an image; --image adds one to a request "
+                            "without\n");
+            jev_request_free(&r);
+            return 2;
+        }
+        r.has_image = true;
+        r.image.path = image;
+    }
+
+    /* model, engine, decider */
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = (int32_t)threads;
+    struct jev_model *model = NULL;
+    struct jev_engine *e = NULL;
+    struct jev_decider *d = NULL;
+    struct jev_error err = {0};
+    int rc = 1;
+    if (jev_model_open(dir, &mp, &model, &err) != JEV_OK) {
+        fprintf(stderr, "jev decide: %s\n", err.msg);
+        goto done;
+    }
+    int32_t side = max_side == 0 ? -1 : (int32_t)max_side;
+    if (open_engine(model, 0, 0, side, &e, &d))
+        goto done;
+    int32_t need_batch = 0, need_tokens = 0;
+    if (jev_decide_plan(d, &r, &p, &need_batch, &need_tokens, &err) != JEV_OK) {
+        fprintf(stderr, "jev decide: %s\n", err.msg);
+        goto done;
+    }
+    if (need_batch > e->params.max_batch || need_tokens > e->params.max_tokens) {
+        jev_decider_free(d);
+        jev_engine_free(e);
+        d = NULL;
+        e = NULL;
+        int32_t mb = need_batch > 64 ? need_batch : 64, mt = need_tokens > 8192 ? need_tokens : 8192;
+        if (open_engine(model, mb, mt, side, &e, &d))
+            goto done;
+    }
+    if (dump) {
+        json_t *o = NULL;
+        if (jev_decide_dump(d, &r, &p, &o, &err) != JEV_OK) {
+            fprintf(stderr, "jev decide: %s\n", err.msg);
+            goto done;
+        }
+        int w = json_dump_file(o, dump, JSON_COMPACT);
+        json_decref(o);
+        if (w != 0) {
+            fprintf(stderr, "jev decide: %s: cannot write\n", dump);
+            goto done;
+        }
+        fprintf(stderr, "jev decide: wrote the inputs to %s\n", dump);
+    }
+    struct jev_decide_result res;
+    if (jev_decide_run(d, &r, &p, &res, &err) != JEV_OK) {
+        fprintf(stderr, "jev decide: %s\n", err.msg);
+        goto done;
+    }
+    if (json) {
+        char *body = NULL;
+        if (res.generated && !res.valid) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "generate_json: the output does not meet the schema: %.400s", res.gen.reason);
+            body = jev_response_error(500, "server_error", msg);
+            fprintf(stderr, "jev decide: raw output: %s\n", res.gen.raw ? res.gen.raw : "");
+        } else {
+            const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+            body = openai ? jev_response_openai(&r, &res.answers, name, &res.usage)
+                          : jev_response_systemone(&r, &res.answers, name, &res.usage);
+        }
+        if (body)
+            printf("%s\n", body);
+        free(body);
+        rc = res.generated && !res.valid ? 1 : 0;
+    } else {
+        print_table(&r, &res, &p);
+        rc = 0;
+    }
+    jev_decide_result_free(&res);
+done:
+    jev_decider_free(d);
+    jev_engine_free(e);
+    jev_model_free(model);
+    jev_request_free(&r);
+    return rc;
 }
