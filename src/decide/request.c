@@ -760,6 +760,21 @@ enum jev_status jev_request_parse_systemone(const char *body, size_t len, const 
 
 /* ---- lifetime and lookups ---- */
 
+enum jev_status jev_request_set_image_path(struct jev_request *r, const char *path, struct jev_request_error *rerr) {
+    memset(rerr, 0, sizeof *rerr);
+    if (path == NULL || path[0] == '\0')
+        return jev_rq_fail(rerr, 422, "image", "the image path is empty");
+    JEV_TRY(count_image(r, "image", rerr));
+    json_t *copy = json_string(path);
+    if (r->keep == NULL)
+        r->keep = json_array();
+    if (copy == NULL || r->keep == NULL || json_array_append_new(r->keep, copy) != 0)
+        return oom(rerr);
+    r->has_image = true;
+    r->image.path = json_string_value(copy);
+    return JEV_OK;
+}
+
 /* The image bytes and the block are ours; every other pointer borrows from root / keep. */
 void jev_request_free(struct jev_request *r) {
     if (r == NULL)
