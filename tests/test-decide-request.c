@@ -427,6 +427,18 @@ static void test_s1_images(void **state) {
     enum jev_status s = parse_s1(body, &o, &r, &e);
     check_refusal(s, &r, &e, 501, "images", "images: the loaded model has no vision tower and cannot read images");
     free(body);
+    /* a path from the CLI: one image at most, and never an empty path */
+    body = s1_with_images("null");
+    assert_int_equal(parse_s1(body, NULL, &r, &e), JEV_OK);
+    assert_int_equal(jev_request_set_image_path(&r, "", &e), JEV_ERR_INVALID_ARG);
+    assert_string_equal(e.message, "image: the image path is empty");
+    assert_int_equal(jev_request_set_image_path(&r, "assets/dog.jpg", &e), JEV_OK);
+    assert_true(r.has_image);
+    assert_string_equal(r.image.path, "assets/dog.jpg");
+    assert_int_equal(jev_request_set_image_path(&r, "other.png", &e), JEV_ERR_INVALID_ARG);
+    assert_string_equal(e.message, "image: a second image (the maximum is 1 image per request)");
+    jev_request_free(&r);
+    free(body);
     free(png);
     free(jpg);
 }

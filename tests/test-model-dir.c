@@ -275,6 +275,65 @@ static void test_public_load_api(void **state) {
     assert_string_equal(err, want);
 }
 
+/* An untied head (micro config with tie_word_embeddings false) in both layouts, and generation_config.json. */
+static void test_untied_head_and_generation_config(void **state) {
+    (void)state;
+    char cfg[600], dh[600], dm[600];
+    snprintf(cfg, sizeof cfg, "%s/micro-untied.json", root);
+    json_t *d = json_load_file("configs/micro.json", 0, NULL);
+    assert_non_null(d);
+    json_object_set_new(d, "tie_word_embeddings", json_false());
+    assert_int_equal(json_dump_file(d, cfg, JSON_INDENT(2)), 0);
+    json_decref(d);
+    snprintf(dh, sizeof dh, "%s/micro-untied-hf", root);
+    snprintf(dm, sizeof dm, "%s/micro-untied-mlx4", root);
+    for (int k = 0; k < 2; k++) {
+        struct jev_synth_params p = jev_synth_default_params();
+        p.config_path = cfg;
+        p.layout = k ? JEV_SYNTH_MLX4 : JEV_SYNTH_HF;
+        p.group = 32;
+        p.out_dir = k ? dm : dh;
+        p.force = true;
+        struct jev_synth_report r;
+        struct jev_error err = {0};
+        if (jev_synth_write(&p, &r, &err) != JEV_OK)
+            fail_msg("synth: %s", err.msg);
+    }
+    char gp[700];
+    snprintf(gp, sizeof gp, "%s/generation_config.json", dh);
+    FILE *g = fopen(gp, "w");
+    assert_non_null(g);
+    fputs("{\"eos_token_id\": [3, 1, 2]}", g);
+    fclose(g);
+    struct jev_model *h = load(dh), *x = load(dm);
+    assert_false(h->config.text.tie_embeddings);
+    assert_non_null(jev_st_set_find(&h->tensors, "lm_head.weight"));
+    assert_non_null(jev_st_set_find(&x->tensors, "language_model.lm_head.scales"));
+    assert_ptr_not_equal(h->weights.text.lm_head.data, h->weights.text.embed.data);
+    assert_int_equal(x->weights.text.lm_head.group, 32);
+    /* the hf head quantized with group 32 is the mlx4 head */
+    const struct jev_matrix *a = &h->weights.text.lm_head, *b = &x->weights.text.lm_head;
+    float w[32], q[32], dq[32];
+    uint32_t codes[4];
+    uint16_t sc[1], bi[1];
+    for (int32_t r = 0; r < a->rows; r++) {
+        jev_matrix_row(a, r, w);
+        jev_matrix_row(b, r, q);
+        jev_synth_quantize(w, 32, 4, 32, codes, sc, bi);
+        for (int k = 0; k < 32; k++)
+            dq[k] = jev_bf16_to_f32(sc[0]) * (float)((codes[k / 8] >> (4 * (k % 8))) & 15u) + jev_bf16_to_f32(bi[0]);
+        assert_memory_equal(q, dq, sizeof q);
+    }
+    /* eos: text_config's 1, then generation_config's 3 and 2 (1 not repeated) */
+    assert_int_equal(h->config.ids.n_eos, 3);
+    assert_int_equal(h->config.ids.eos[0], 1);
+    assert_int_equal(h->config.ids.eos[1], 3);
+    assert_int_equal(h->config.ids.eos[2], 2);
+    assert_int_equal(x->config.ids.n_eos, 1);
+    jev_model_free(h);
+    jev_model_free(x);
+}
+
 /* ---- config.json ---- */
 
 static json_t *tiny_doc(void) {
@@ -626,6 +685,7 @@ int main(void) {
         cmocka_unit_test(test_sharded_equals_single), cmocka_unit_test(test_public_load_api),
         cmocka_unit_test(test_config_errors),         cmocka_unit_test(test_config_variants),
         cmocka_unit_test(test_missing_and_misshaped), cmocka_unit_test(test_quant_mismatch),
+        cmocka_unit_test(test_untied_head_and_generation_config),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -16,6 +16,11 @@
 
 /* ---- math ---- */
 
+/*
+ * Double precision throughout: label logits arrive as f32, but the
+ * probabilities go on the wire at full precision and must sum to 1, and the
+ * max-subtraction keeps exp() in range for any logit scale.
+ */
 void jev_softmax(const double *x, int32_t n, double *out) {
     if (n <= 0)
         return;
@@ -41,6 +46,7 @@ void jev_softmax(const double *x, int32_t n, double *out) {
         out[i] /= sum; /* sum >= 1: the max term is exp(0) */
 }
 
+/* log p_i = x_i - (max + log sum exp(x - max)): one pass for the sum, one to write. */
 void jev_log_softmax(const double *x, int32_t n, double *out) {
     if (n <= 0)
         return;
@@ -65,6 +71,12 @@ void jev_log_softmax(const double *x, int32_t n, double *out) {
         out[i] = isnan(x[i]) ? -D_INF : x[i] - lse;
 }
 
+/*
+ * The one place weights become a distribution. The SPEC allows a sum of 1
+ * within 1e-6 and clients have been seen summing three-decimal values to
+ * 0.999; jev renormalises after every step instead, so what is written sums
+ * to 1 to the last ulp or two.
+ */
 void jev_normalize(const double *w, int32_t n, double *out) {
     if (n <= 0)
         return;
@@ -100,6 +112,7 @@ void jev_normalize(const double *w, int32_t n, double *out) {
     out[top] = fixed < 0.0 ? 0.0 : fixed > 1.0 ? 1.0 : fixed;
 }
 
+/* Strictly greater wins, so ties go to the first in request order (the documented rule). */
 int32_t jev_argmax(const double *p, int32_t n) {
     int32_t best = 0;
     for (int32_t i = 1; i < n; i++)
@@ -108,6 +121,7 @@ int32_t jev_argmax(const double *p, int32_t n) {
     return best;
 }
 
+/* Jev's published formula (§4.3): 0 for uniform, 1 for certainty. */
 double jev_confidence_choice(const double *p, int32_t n) {
     if (n <= 1)
         return 1.0;
@@ -115,6 +129,10 @@ double jev_confidence_choice(const double *p, int32_t n) {
     return c < 0.0 ? 0.0 : c > 1.0 ? 1.0 : c;
 }
 
+/*
+ * llama.cpp's rule for any N (§4.3 "-> us"): the expected distance from the
+ * mode, relative to that of a uniform distribution. d_u > 0 for N >= 2.
+ */
 double jev_confidence_score(const double *p, int32_t n) {
     if (n <= 1)
         return 1.0;
@@ -138,6 +156,7 @@ double jev_score_expected(const double *p, int32_t n) {
 
 /* ---- answers ---- */
 
+/* One block for every answer and its probabilities, sized from the request. */
 enum jev_status jev_answers_init(struct jev_answers *a, const struct jev_request *r, struct jev_error *err) {
     memset(a, 0, sizeof *a);
     size_t total = 0;
@@ -170,6 +189,7 @@ void jev_answers_free(struct jev_answers *a) {
     memset(a, 0, sizeof *a);
 }
 
+/* Derives every field from the renormalised distribution; w may alias a->probs. */
 void jev_answer_set_probs(struct jev_answer *a, const double *w) {
     jev_normalize(w, a->n, a->probs);
     a->winner = jev_argmax(a->probs, a->n);
@@ -204,6 +224,7 @@ static void put_option_value(struct jev_jsonw *w, const struct jev_option *o) {
         jev_jsonw_str(w, o->key);
 }
 
+/* One System One answer; key order per §4.2 (type first, confidence last). */
 static void s1_answer(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
     jev_jsonw_raw(w, "{\"type\":");
     jev_jsonw_str(w, jev_qtype_name(q->type));
@@ -245,6 +266,8 @@ static void s1_answer(struct jev_jsonw *w, const struct jev_question *q, const s
     jev_jsonw_raw(w, "}");
 }
 
+/* The envelope is exactly {model, answers, usage} (LCPP-T pins it); answers
+ * in request order, usage with exactly its two keys. */
 char *jev_response_systemone(const struct jev_request *r, const struct jev_answers *a, const char *model,
                              const struct jev_usage *usage) {
     JEV_ASSERT(a->n == r->n_questions);
@@ -268,8 +291,11 @@ char *jev_response_systemone(const struct jev_request *r, const struct jev_answe
     return jev_jsonw_finish(&w);
 }
 
+/* §8.3: a noul is a "predicate" on the OpenAI wire. */
 static const char *oa_type(enum jev_qtype t) { return t == JEV_QTYPE_NOUL ? "predicate" : jev_qtype_name(t); }
 
+/* One OpenAI answer (§8.2): type, name (null when not given), the value,
+ * confidence, then probabilities as an ordered list of {value, probability}. */
 static void oa_answer(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
     jev_jsonw_raw(w, "{\"type\":");
     jev_jsonw_str(w, a->refused ? "refusal" : oa_type(q->type));
@@ -320,6 +346,7 @@ static void oa_answer(struct jev_jsonw *w, const struct jev_question *q, const s
     jev_jsonw_raw(w, "]}");
 }
 
+/* total_tokens = input + output; cache writes and reasoning are not tracked (0). */
 char *jev_response_openai(const struct jev_request *r, const struct jev_answers *a, const char *model,
                           const struct jev_usage *usage) {
     JEV_ASSERT(a->n == r->n_questions);
@@ -346,6 +373,7 @@ char *jev_response_openai(const struct jev_request *r, const struct jev_answers 
     return jev_jsonw_finish(&w);
 }
 
+/* Exactly {"error":{"message","type","code"}} with no answers (§6.2). */
 char *jev_response_error(int http_status, const char *type, const char *message) {
     struct jev_jsonw w;
     jev_jsonw_init(&w);

@@ -17,6 +17,8 @@ void jev_jsonw_free(struct jev_jsonw *w) {
     memset(w, 0, sizeof *w);
 }
 
+/* Appends n bytes, doubling the buffer; after a failed allocation every call
+ * is a no-op and finish returns NULL, so callers check once at the end. */
 static void put(struct jev_jsonw *w, const char *s, size_t n) {
     if (w->failed)
         return;
@@ -106,6 +108,7 @@ void jev_jsonw_utf8_fix(char *s) {
     }
 }
 
+/* The shortest of %.1g .. %.17g that reads back to d; 17 digits always do. */
 void jev_format_double(double d, char out[32]) {
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(out, 32, "%.*g", prec, d);
@@ -133,6 +136,7 @@ void jev_jsonw_int(struct jev_jsonw *w, int64_t v) {
     jev_jsonw_raw(w, b);
 }
 
+/* Recursion depth is bounded by the request's nesting limit (32). */
 void jev_jsonw_value(struct jev_jsonw *w, const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
@@ -176,6 +180,7 @@ static void put_newline(struct jev_jsonw *w, int indent, int level) {
         put(w, " ", 1);
 }
 
+/* The prompt layout; objects keep their stored (= request) key order. */
 static void value_indent(struct jev_jsonw *w, const json_t *v, int indent, int level) {
     if (json_is_object(v) && json_object_size(v) > 0) {
         put(w, "{", 1);

@@ -38,6 +38,7 @@ static int32_t single_token(jev_encode_fn enc, void *ctx, const char *cue, const
     return ids[0];
 }
 
+/* Whether any variant of the first n labels of a set already uses token id. */
 static bool id_used(const struct jev_label *set, int32_t n, int32_t id) {
     for (int32_t i = 0; i < n; i++)
         for (int32_t v = 0; v < set[i].n_ids; v++)
@@ -91,6 +92,11 @@ static enum jev_status must_label(struct jev_label *dst, const struct jev_label 
     return JEV_OK;
 }
 
+/*
+ * The candidate order is fixed and checked one by one, so the result depends
+ * only on the tokenizer and the cue: the same model always gives option i
+ * the same label, which keeps answers comparable across requests.
+ */
 enum jev_status jev_labels_build(struct jev_labels *out, jev_encode_fn enc, void *ctx, const char *cue,
                                  struct jev_error *err) {
     memset(out, 0, sizeof *out);
@@ -137,6 +143,7 @@ enum jev_status jev_labels_build(struct jev_labels *out, jev_encode_fn enc, void
 
 /* ---- using the sets ---- */
 
+/* Only choice can run out of labels (noul has 2, score at most 10). */
 enum jev_status jev_labels_check(const struct jev_labels *l, const struct jev_question *q, struct jev_error *err) {
     if (q->type == JEV_QTYPE_CHOICE && q->n_options > l->n_choice)
         return jev_fail(err, JEV_ERR_INVALID_ARG,
@@ -160,6 +167,7 @@ const char *jev_labels_text(const struct jev_labels *l, enum jev_qtype t, int32_
     return x ? x->text : NULL;
 }
 
+/* Variants stay next to their option so owner[] reads as runs. */
 int32_t jev_labels_ids(const struct jev_labels *l, const struct jev_question *q, int32_t *ids, int32_t *owner,
                        int32_t cap) {
     if (q->n_options > 0 && label_of(l, q->type, q->n_options - 1) == NULL)

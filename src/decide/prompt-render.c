@@ -57,6 +57,7 @@ void jev_prompt_free(struct jev_prompt *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Grows the text buffer; prompts are rendered per request, not per token. */
 static bool reserve(struct jev_prompt *p, size_t more) {
     if (p->failed)
         return false;
@@ -94,6 +95,7 @@ static void segment(struct jev_prompt *p, enum jev_seg_kind kind) {
     p->segs[p->n_segs++] = (struct jev_segment){kind, p->len, 0};
 }
 
+/* Appends to the text and to the open segment. */
 static void put(struct jev_prompt *p, const char *s, size_t n) {
     if (n == 0 || !reserve(p, n))
         return;
@@ -238,6 +240,8 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
 
 /* ---- one question ---- */
 
+/* "Question <id>: <instructions>\n": the id is shown (LCPP-T: renaming ids can
+ * move answers, so the model sees what the caller named). */
 static void question_head(struct jev_prompt *p, const struct jev_question *q) {
     tmpl(p, "Question ");
     user(p, q->id, true);
@@ -314,6 +318,11 @@ enum jev_status jev_prompt_question(struct jev_prompt *p, const struct jev_reque
 
 /* ---- generate_json ---- */
 
+/*
+ * Option ids first, then the text the model would otherwise copy: the seed's
+ * failures were texts ("A dog") in place of ids ("dog"), so the prompt says
+ * which word is the id and shows it first on every line.
+ */
 enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_request *r,
                                    const struct jev_prompt_frame *frame, struct jev_error *err) {
     struct jev_prompt_frame def = jev_prompt_frame_default();
@@ -348,6 +357,8 @@ enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_reques
 
 /* ---- text-mode candidates ---- */
 
+/* Rendered through the same user() path as the prompt, so a candidate and
+ * the option line the model read can never differ. */
 size_t jev_prompt_candidate(const struct jev_question *q, int32_t i, char *out, size_t cap) {
     JEV_ASSERT(i >= 0 && i < q->n_options);
     const struct jev_option *o = &q->options[i];

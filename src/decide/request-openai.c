@@ -26,6 +26,8 @@
 /* ---- input ---- */
 
 /* Appends text to a growing joined state, a blank line between pieces. */
+/* The OpenAI input has no single "state": its text parts become one string
+ * state, separated by a blank line, in message order. */
 static enum jev_status join_text(json_t **acc, const char *text, struct jev_request_error *e) {
     if (*acc == NULL) {
         *acc = json_string(text);
@@ -43,6 +45,7 @@ static enum jev_status join_text(json_t **acc, const char *text, struct jev_requ
     return *acc ? JEV_OK : jev_rq_fail(e, 0, "", "out of memory while parsing the request");
 }
 
+/* One content part: text is joined, an image goes to the request's one image. */
 static enum jev_status oa_part(struct jev_request *r, json_t *part, const char *path, json_t **acc,
                                struct jev_request_error *e) {
     if (!json_is_object(part))
@@ -74,6 +77,11 @@ static enum jev_status oa_part(struct jev_request *r, json_t *part, const char *
                        type ? type : "(missing)");
 }
 
+/*
+ * `input`, the SDK subset (§8.1 "-> us"): a string is the state as is; an
+ * array must hold user messages only (other roles are a later reference's
+ * extension jev does not read, 422 naming the role).
+ */
 static enum jev_status oa_input(struct jev_request *r, json_t *input, struct jev_request_error *e) {
     if (input == NULL)
         return jev_rq_fail(e, 422, "input", "missing (a string or an array of user messages)");
@@ -142,6 +150,7 @@ static enum jev_status oa_input(struct jev_request *r, json_t *input, struct jev
 
 /* ---- questions ---- */
 
+/* The option count a question needs, for sizing the block (0 if malformed). */
 static int64_t oa_option_count(json_t *q) {
     const char *t = json_string_value(json_object_get(q, "type"));
     if (t == NULL)
@@ -169,6 +178,7 @@ static enum jev_status oa_desc(json_t *item, const char *path, json_t **out, str
     return JEV_OK;
 }
 
+/* Refuses fields outside `allowed` (NULL-terminated), naming the list. */
 static enum jev_status oa_only_fields(json_t *obj, const char *path, const char *const *allowed, const char *list,
                                       struct jev_request_error *e) {
     const char *k;
@@ -186,6 +196,12 @@ static enum jev_status oa_only_fields(json_t *obj, const char *path, const char 
     return JEV_OK;
 }
 
+/*
+ * choices[].value is typed: the string "true" and the boolean true are
+ * different values (OAI-PY) and answers echo the type back. Both render as
+ * the text true, so a question may not hold both (the model could not tell
+ * them apart, and generate_json ids would collide).
+ */
 static enum jev_status oa_choices(struct jev_question *q, json_t *cs, const char *path,
                                   struct jev_request_error *e) {
     if (cs == NULL || json_is_null(cs))
@@ -234,6 +250,7 @@ static enum jev_status oa_choices(struct jev_question *q, json_t *cs, const char
     return JEV_OK;
 }
 
+/* levels[i] is level i; the label is what the model reads and the answer echoes. */
 static enum jev_status oa_levels(struct jev_question *q, json_t *ls, const char *path,
                                  struct jev_request_error *e) {
     if (ls == NULL || json_is_null(ls))
@@ -266,6 +283,7 @@ static enum jev_status oa_levels(struct jev_question *q, json_t *ls, const char 
     return JEV_OK;
 }
 
+/* One OpenAI question; the field list depends on its type, like System One's. */
 static enum jev_status oa_question(struct jev_question *q, size_t index, json_t *v, char *gen_id,
                                    struct jev_request_error *e) {
     char path[64], p[96];
@@ -350,6 +368,7 @@ static enum jev_status unique_ids(const struct jev_request *r, const char *what,
     return s;
 }
 
+/* Optional string fields jev accepts and ignores, with OAI-REF's length caps. */
 static enum jev_status oa_string_limit(json_t *root, const char *field, size_t max, struct jev_request_error *e) {
     json_t *v = json_object_get(root, field);
     if (v == NULL || json_is_null(v))
@@ -361,6 +380,7 @@ static enum jev_status oa_string_limit(json_t *root, const char *field, size_t m
     return JEV_OK;
 }
 
+/* The OpenAI body: envelope, input, then the questions (sized first). */
 static enum jev_status oa_parse(json_t *root, struct jev_request *r, struct jev_request_error *e) {
     r->shape = JEV_SHAPE_OPENAI;
     json_t *m = json_object_get(root, "model");
@@ -418,6 +438,7 @@ enum jev_status jev_request_parse_openai(const char *body, size_t len, const str
 
 /* ---- the benchmark workload ---- */
 
+/* One workload question: text and 1..255 options {id, text} with unique ids. */
 static enum jev_status wl_question(json_t *q, size_t qi, struct jev_option *opts, int32_t *n_out,
                                    struct jev_request_error *e) {
     char path[64], p[128];
@@ -452,6 +473,12 @@ static enum jev_status wl_question(json_t *q, size_t qi, struct jev_option *opts
     return JEV_OK;
 }
 
+/*
+ * N decisions over the file's Q questions: decision d asks question d mod Q
+ * and has id q%02d. The option arrays are filled once per file question and
+ * shared by every decision that asks it (read-only), so 64 decisions cost
+ * 8 questions' worth of options.
+ */
 static enum jev_status wl_parse(json_t *root, int32_t n, struct jev_request *r, struct jev_request_error *e) {
     r->shape = JEV_SHAPE_WORKLOAD;
     if (n < 1 || n > JEV_DECIDE_MAX_QUESTIONS)

@@ -30,6 +30,7 @@ const char *const jev_rq_level_keys[JEV_DECIDE_MAX_LEVELS] = {"0", "1", "2", "3"
 
 /* ---- refusals ---- */
 
+/* The error type strings of llama.cpp's contract (spec §6.2), by status. */
 static const char *http_type(int http) {
     switch (http) {
     case 400: return "invalid_request_error";
@@ -40,6 +41,8 @@ static const char *http_type(int http) {
     return "server_error";
 }
 
+/* Each HTTP class maps to one jev status, so a caller that only looks at the
+ * status still tells malformed (400) from too large (413) from invalid (422). */
 static enum jev_status http_status_code(int http) {
     switch (http) {
     case 400: return JEV_ERR_FORMAT;
@@ -50,6 +53,11 @@ static enum jev_status http_status_code(int http) {
     return JEV_ERR_NOMEM; /* 0: an allocation failed */
 }
 
+/*
+ * Only the first refusal sticks: parsers return as soon as one check fails,
+ * but a helper deep in a walk may be reached again on the way out, and the
+ * message must name the first fault, not the last.
+ */
 enum jev_status jev_rq_fail(struct jev_request_error *e, int http, const char *param, const char *fmt, ...) {
     if (e->http_status != 0 || e->message[0] != '\0')
         return http_status_code(e->http_status); /* the first refusal sticks */
@@ -149,6 +157,7 @@ enum jev_status jev_rq_check_depth(const json_t *v, const char *path, struct jev
 
 /* ---- body ---- */
 
+/* JSON whitespace only (the four bytes RFC 8259 allows between tokens). */
 static bool all_space(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
@@ -156,6 +165,13 @@ static bool all_space(const char *s, size_t n) {
     return true;
 }
 
+/*
+ * The checks that need no parse come first, cheapest first: the byte size
+ * (413 before anything is read), emptiness, then the nesting pre-scan, so
+ * that a hostile body costs one linear pass. Duplicate keys are refused by
+ * the parser: a silent last-one-wins would let two clients read the same
+ * body differently.
+ */
 enum jev_status jev_rq_load_body(const char *body, size_t len, const struct jev_request_opts *opts, json_t **root,
                                  struct jev_request_error *e) {
     *root = NULL;
@@ -180,6 +196,8 @@ enum jev_status jev_rq_load_body(const char *body, size_t len, const struct jev_
     return JEV_OK;
 }
 
+/* Size first, allocate once: [questions | options | extra], zeroed. The
+ * parsers count options before filling so the block never grows. */
 enum jev_status jev_rq_alloc(struct jev_request *r, int32_t n_questions, int64_t n_options, size_t extra_bytes,
                              char **extra, struct jev_request_error *e) {
     size_t qb = (size_t)n_questions * sizeof(struct jev_question);
@@ -198,6 +216,11 @@ enum jev_status jev_rq_alloc(struct jev_request *r, int32_t n_questions, int64_t
 
 static bool blank_string(const char *s) { return all_space(s, strlen(s)); }
 
+/*
+ * Stricter than Jev on purpose, as llama.cpp is (spec §2.2 "-> us"): a
+ * question without text gives the model nothing to answer, so absent, null,
+ * blank strings and empty containers are all 422 rather than a guess.
+ */
 enum jev_status jev_rq_check_instructions(const json_t *v, const char *path, struct jev_request_error *e) {
     const char *want = "a non-empty string, object or array";
     if (v == NULL)
@@ -298,6 +321,7 @@ int64_t jev_base64_decode(const char *in, size_t len, unsigned char *out, size_t
     return (int64_t)n;
 }
 
+/* The file signature decides the format; the declared type only has to agree. */
 static enum jev_image_format sniff(const unsigned char *b, size_t n) {
     static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     if (n >= 8 && memcmp(b, png, 8) == 0)
@@ -307,6 +331,7 @@ static enum jev_image_format sniff(const unsigned char *b, size_t n) {
     return JEV_IMAGE_NONE;
 }
 
+/* Counted before decoding, so a request with too many images costs no decode. */
 static enum jev_status count_image(struct jev_request *r, const char *path, struct jev_request_error *e) {
     if (r->has_image)
         return jev_rq_fail(e, 422, path, "a second image (the maximum is %d image per request)",
@@ -314,6 +339,10 @@ static enum jev_status count_image(struct jev_request *r, const char *path, stru
     return JEV_OK;
 }
 
+/*
+ * Validates and measures the base64 first (counting mode), so that the size
+ * limit is enforced before any allocation and the one allocation is exact.
+ */
 enum jev_status jev_rq_add_image_base64(struct jev_request *r, const char *b64, size_t len, const char *declared,
                                         const char *path, struct jev_request_error *e) {
     JEV_TRY(count_image(r, path, e));
@@ -405,6 +434,7 @@ static int64_t s1_option_count(json_t *q) {
     return 0;
 }
 
+/* A noul is two fixed options; criteria only adds their descriptions. */
 static enum jev_status s1_noul(struct jev_question *q, json_t *crit, const char *path,
                                struct jev_request_error *e) {
     q->n_options = 2;
@@ -427,6 +457,11 @@ static enum jev_status s1_noul(struct jev_question *q, json_t *crit, const char 
     return JEV_OK;
 }
 
+/*
+ * Options keep request order: jansson 2.14 iterates objects in insertion
+ * order, and labels (A, B, ...) and answer probabilities follow it (spec
+ * §2.2; tests/test-decide-request.c pins a non-alphabetical order).
+ */
 static enum jev_status s1_choice(struct jev_question *q, json_t *crit, const char *path,
                                  struct jev_request_error *e) {
     const char *want = "an object mapping 1 to 255 option names to descriptions";
@@ -457,6 +492,7 @@ static enum jev_status s1_choice(struct jev_question *q, json_t *crit, const cha
     return JEV_OK;
 }
 
+/* Level i is criteria[i], lowest first; its key is the digit the model reads. */
 static enum jev_status s1_score(struct jev_question *q, json_t *crit, const char *path,
                                 struct jev_request_error *e) {
     const char *want = "an array of 2 to 10 level descriptions, lowest first";
@@ -486,6 +522,11 @@ static enum jev_status s1_score(struct jev_question *q, json_t *crit, const char
     return JEV_OK;
 }
 
+/*
+ * One question: id, shape, type (so that the field list can depend on it),
+ * unknown fields (422, spec §2.1 "-> us"), instructions, then the criteria
+ * of its type. The order fixes which message a multi-fault question gets.
+ */
 static enum jev_status s1_question(struct jev_question *q, const char *id, json_t *v, struct jev_request_error *e) {
     char path[400], p[440];
     jev_rq_path(path, sizeof path, "questions.%s", id);
@@ -534,6 +575,7 @@ static enum jev_status s1_question(struct jev_question *q, const char *id, json_
 /* ---- System One: images ---- */
 
 /* Whether text `key` occurs in any string or object key under v. */
+/* References are plain-text matches (spec §3.1: keys must not occur by accident). */
 static bool mentions(const json_t *v, const char *key) {
     if (v == NULL)
         return false;
@@ -573,6 +615,7 @@ static bool request_mentions(const struct jev_request *r, const char *key) {
     return false;
 }
 
+/* TypeSafe's assets map; the reference check runs after all questions are in. */
 static enum jev_status s1_assets(struct jev_request *r, json_t *assets, struct jev_request_error *e) {
     if (!json_is_object(assets))
         return jev_rq_fail(e, 422, "assets", "must be an object mapping asset keys to image assets");
@@ -603,6 +646,8 @@ static enum jev_status s1_assets(struct jev_request *r, json_t *assets, struct j
     return JEV_OK;
 }
 
+/* The open forms first (images, its alias files), then assets; all count
+ * against the one-image limit, in that order. */
 static enum jev_status s1_images(struct jev_request *r, json_t *root, struct jev_request_error *e) {
     json_t *v = json_object_get(root, "videos");
     if (v != NULL && !json_is_null(v) && !(json_is_array(v) && json_array_size(v) == 0))
@@ -632,6 +677,7 @@ static enum jev_status s1_images(struct jev_request *r, json_t *root, struct jev
 
 /* ---- System One: the body ---- */
 
+/* The System One body, in the order the refusals are documented (docs/decide.md §3). */
 static enum jev_status s1_parse(json_t *root, struct jev_request *r, struct jev_request_error *e) {
     r->shape = JEV_SHAPE_SYSTEMONE;
     json_t *m = json_object_get(root, "model");
@@ -714,6 +760,22 @@ enum jev_status jev_request_parse_systemone(const char *body, size_t len, const 
 
 /* ---- lifetime and lookups ---- */
 
+enum jev_status jev_request_set_image_path(struct jev_request *r, const char *path, struct jev_request_error *rerr) {
+    memset(rerr, 0, sizeof *rerr);
+    if (path == NULL || path[0] == '\0')
+        return jev_rq_fail(rerr, 422, "image", "the image path is empty");
+    JEV_TRY(count_image(r, "image", rerr));
+    json_t *copy = json_string(path);
+    if (r->keep == NULL)
+        r->keep = json_array();
+    if (copy == NULL || r->keep == NULL || json_array_append_new(r->keep, copy) != 0)
+        return oom(rerr);
+    r->has_image = true;
+    r->image.path = json_string_value(copy);
+    return JEV_OK;
+}
+
+/* The image bytes and the block are ours; every other pointer borrows from root / keep. */
 void jev_request_free(struct jev_request *r) {
     if (r == NULL)
         return;

@@ -170,6 +170,11 @@ enum jev_status jev_request_load_workload(const char *json, size_t len, int32_t 
 enum jev_status jev_request_load_workload_file(const char *path, int32_t n_decisions, struct jev_request *out,
                                                struct jev_request_error *rerr);
 
+/* Attaches an image file by path (the CLI's --image) to a parsed request:
+ * the path is copied; a request that already has an image is refused (422,
+ * the one-image limit). The bytes are read later, by whoever decodes. */
+enum jev_status jev_request_set_image_path(struct jev_request *r, const char *path, struct jev_request_error *rerr);
+
 /* Frees what a successful parse made; safe on a zeroed or freed request. */
 void jev_request_free(struct jev_request *r);
 

@@ -11,8 +11,15 @@
 
 /* ---- build ---- */
 
+/* A candidate's name for messages, "?" when the caller gave none. */
 static const char *name_of(const char *const *names, int32_t i) { return names && names[i] ? names[i] : "?"; }
 
+/*
+ * Inserting candidates one after another in request order keeps two
+ * properties the rest relies on: a node's index is greater than its
+ * parent's (so a forward can process nodes in index order), and children
+ * keep the order their first candidate came in.
+ */
 enum jev_status jev_trie_build(struct jev_trie *t, const int32_t *const *cands, const int32_t *lens, int32_t n,
                                const char *const *names, struct jev_error *err) {
     memset(t, 0, sizeof *t);
@@ -85,6 +92,7 @@ void jev_trie_free(struct jev_trie *t) {
 
 /* ---- enumerate ---- */
 
+/* Interior nodes and the root, in index order (parents first). */
 int32_t jev_trie_queries(const struct jev_trie *t, int32_t *nodes, int32_t cap) {
     int32_t n = 0;
     for (int32_t i = 0; i < t->n_nodes; i++) {
@@ -112,6 +120,7 @@ int32_t jev_trie_children(const struct jev_trie *t, int32_t node, int32_t *token
     return n;
 }
 
+/* Walks up to the root, writing each token at its depth - 1. */
 int32_t jev_trie_path(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t cap) {
     JEV_ASSERT(node >= 0 && node < t->n_nodes);
     int32_t d = t->nodes[node].depth;
@@ -138,6 +147,8 @@ void jev_trie_set_logsoftmax_row(struct jev_trie *t, int32_t node, const float *
     }
 }
 
+/* The full-vocabulary normaliser: a candidate's token probability is
+ * relative to every token the model could emit there, not to the siblings. */
 void jev_trie_set_logits_row(struct jev_trie *t, int32_t node, const float *logits, int32_t n_vocab) {
     JEV_ASSERT(node >= 0 && node < t->n_nodes);
     /* log-sum-exp over the whole row, in double, after subtracting the max */
@@ -157,6 +168,8 @@ void jev_trie_set_logits_row(struct jev_trie *t, int32_t node, const float *logi
 
 /* ---- score ---- */
 
+/* A value still NaN means a query position was never filled: an engine bug
+ * the caller must see, not a silent -inf. */
 enum jev_status jev_trie_score(const struct jev_trie *t, enum jev_trie_norm norm, double *scores, double *probs,
                                struct jev_error *err) {
     /* the log-scores go to scores, or straight into probs for the softmax in place */

@@ -29,15 +29,27 @@
 
 #define GOLDEN 0x9e3779b97f4a7c15ull
 
+/*
+ * splitmix64's finalizer: a bijection on u64 with good avalanche, so
+ * consecutive counters give independent-looking outputs. Integer-only, so
+ * it is identical everywhere.
+ */
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
 
-/* A uniform double in [0, 1) with 53 random bits. */
+/*
+ * A uniform double in [0, 1) with 53 random bits.
+ * The top 53 bits as a double in [0, 1): exact (no rounding) on every IEEE machine.
+ */
 static double unit53(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
 
+/*
+ * Each tensor gets its own stream from its HF name, so adding, removing or
+ * reordering tensors (or layouts) never changes another tensor's values.
+ */
 uint64_t jev_synth_key(uint64_t seed, const char *name) {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
@@ -45,6 +57,13 @@ uint64_t jev_synth_key(uint64_t seed, const char *name) {
     return mix64(mix64(seed + GOLDEN) ^ h);
 }
 
+/*
+ * libm's log is not correctly rounded and differs between libms; this one
+ * uses only operations IEEE 754 specifies exactly (+ - * / on doubles and
+ * bit manipulation), so its result is the same everywhere. Accuracy is a
+ * few ulp (tests/test-synth.c compares with libm), which is far more than
+ * random weights need.
+ */
 double jev_synth_log(double x) {
     /* x = m * 2^e with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(t), t = (m-1)/(m+1), |t| < 0.172,
        summed to t^29 (the next term is below 1e-23 relative). Only + - * / on doubles. */
@@ -67,7 +86,13 @@ double jev_synth_log(double x) {
     return (double)e * ln2_hi + ((double)e * ln2_lo + 2.0 * t * poly);
 }
 
-/* Two independent N(0, 1) draws for element pair `pair` of a tensor (Marsaglia polar). */
+/*
+ * Two independent N(0, 1) draws for element pair `pair` of a tensor (Marsaglia polar).
+ * Marsaglia's polar method: rejection of points outside the unit disc, then
+ * one log and one sqrt per pair. The stream of a pair is seeded from the
+ * pair index, so any element can be computed without the ones before it
+ * (rows are generated in parallel, in any order).
+ */
 static void normal_pair(uint64_t key, uint64_t pair, double *a, double *b) {
     uint64_t s = mix64(key ^ (pair * 0xd1b54a32d192ed03ull));
     for (;;) {
@@ -85,19 +110,37 @@ static void normal_pair(uint64_t key, uint64_t pair, double *a, double *b) {
     }
 }
 
+/* Element i uses the first or the second value of pair i / 2. */
 double jev_synth_normal(uint64_t seed, const char *name, uint64_t i) {
     double a, b;
     normal_pair(jev_synth_key(seed, name), i >> 1, &a, &b);
     return (i & 1) ? b : a;
 }
 
-/* A uniform draw in [0, 1) for element i (its own counter, independent of the normals). */
+/*
+ * A uniform draw in [0, 1) for element i (its own counter, independent of the normals).
+ * A separate counter stream for uniform tensors (conv taps, A_log).
+ */
 static double uniform_at(uint64_t key, uint64_t i) { return unit53(mix64(mix64(key + GOLDEN) ^ (i * GOLDEN))); }
 
+/*
+ * The value a bf16 file stores. Every underlying value is rounded like
+ * this once, so that an f32 tensor in one layout and a bf16 one in the
+ * other hold the same number.
+ */
 static float bf16_round(float f) { return jev_bf16_to_f32(jev_f32_to_bf16(f)); }
 
 /* ---- quantization ---- */
 
+/*
+ * As mlx's affine quantization, simplified as specified for jev: per group
+ * the range [min, max] is split into 2^bits - 1 steps. The bias and scale
+ * are rounded to bf16 FIRST and the codes chosen against the rounded
+ * values, so that dequantizing what the file holds is as close as possible
+ * to the original (choosing codes against the unrounded scale would add
+ * the scale's rounding error times the code). A constant group has scale
+ * 0; its codes are 0 and its value is the bias.
+ */
 void jev_synth_quantize(const float *w, int64_t n, int32_t bits, int32_t group, uint32_t *codes, uint16_t *scales,
                         uint16_t *biases) {
     const uint32_t qmax = (1u << bits) - 1u;
@@ -131,7 +174,10 @@ void jev_synth_quantize(const float *w, int64_t n, int32_t bits, int32_t group, 
 
 /* ---- the plan ---- */
 
-/* The MLX name of an HF name (mlx-vlm's sanitize renames). */
+/*
+ * The MLX name of an HF name (mlx-vlm's sanitize renames).
+ * Name mapping of mlx-vlm's sanitize (HF name -> MLX name); mtp.* is never asked for.
+ */
 static void mlx_name(const char *hf, char *out, size_t size) {
     static const char *map[][2] = {
         {"model.language_model.", "language_model.model."},
@@ -148,7 +194,13 @@ static void mlx_name(const char *hf, char *out, size_t size) {
     snprintf(out, size, "%s", hf);
 }
 
-static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const char *suffix, enum jev_dtype dt, int32_t ndim,
+/*
+ * Adds one output tensor (name in the plan's layout, dtype, stored shape).
+ * Allocation failures are remembered in pl->oom and reported once after
+ * planning, which keeps the dozens of planning calls free of error checks.
+ */
+static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const char *suffix, enum jev_dtype dt,
+                       int32_t ndim,
                        const int64_t *shape) {
     if (pl->nt == pl->capt) {
         int32_t cap = pl->capt ? pl->capt * 2 : 256;
@@ -181,7 +233,9 @@ static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const cha
     return pl->nt++;
 }
 
-static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *key, enum jev_synth_gen g, double p0, double p1, enum jev_synth_form f,
+/* Adds one logical weight; its HF name is the generator key in every layout. */
+static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *key, enum jev_synth_gen g, double p0,
+                                       double p1, enum jev_synth_form f,
                              int64_t rows, int64_t cols) {
     static struct jev_synth_item dummy; /* absorbs writes after an allocation failure */
     if (pl->ni == pl->capi) {
@@ -195,18 +249,25 @@ static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *ke
         pl->capi = cap;
     }
     struct jev_synth_item *it = &pl->it[pl->ni++];
-    *it = (struct jev_synth_item){.key = strdup(key), .gen = g, .p0 = p0, .p1 = p1, .form = f, .rows = rows, .cols = cols};
+    *it = (struct jev_synth_item){
+        .key = strdup(key), .gen = g, .p0 = p0, .p1 = p1, .form = f, .rows = rows, .cols = cols};
     pl->oom |= it->key == NULL;
     pl->n_params += rows * cols;
     return it;
 }
 
-/* A Linear / Embedding `module` [rows, cols]; quantized in mlx4 when cols is a multiple of the group. */
+/*
+ * A Linear / Embedding `module` [rows, cols]; quantized in mlx4 when cols is a multiple of the group.
+ * mlx's quantize predicate: a module is quantized when its input width is
+ * a multiple of the group size (otherwise mlx leaves it in float, and so
+ * does this writer; the loader accepts float matrices in MLX files).
+ */
 static void plan_matrix(struct jev_synth_plan *pl, const char *module, int64_t rows, int64_t cols) {
     char key[256];
     snprintf(key, sizeof key, "%s.weight", module);
     bool q = pl->layout == JEV_SYNTH_MLX4 && cols % pl->group == 0 && (cols * pl->bits) % 32 == 0;
-    struct jev_synth_item *it = add_item(pl, key, JEV_GEN_NORMAL, 0.02, 0, q ? JEV_FORM_QUANT : JEV_FORM_FLOAT, rows, cols);
+    enum jev_synth_form form = q ? JEV_FORM_QUANT : JEV_FORM_FLOAT;
+    struct jev_synth_item *it = add_item(pl, key, JEV_GEN_NORMAL, 0.02, 0, form, rows, cols);
     if (!q) {
         int64_t sh[2] = {rows, cols};
         it->out[it->n_out++] = add_out(pl, module, ".weight", JEV_DTYPE_BF16, 2, sh);
@@ -218,15 +279,20 @@ static void plan_matrix(struct jev_synth_plan *pl, const char *module, int64_t r
     it->out[it->n_out++] = add_out(pl, module, ".biases", JEV_DTYPE_BF16, 2, ssh);
 }
 
-/* A vector [n]: dtype per layout; shift_mlx stores 1 + w in mlx4 (the zero-centred norms). */
+/*
+ * A vector [n]: dtype per layout; shift_mlx stores 1 + w in mlx4 (the zero-centred norms).
+ * hf and mlx4 may store a vector in different dtypes (linear_attn.norm: f32 vs bf16).
+ */
 static void plan_vec(struct jev_synth_plan *pl, const char *name, int64_t n, enum jev_synth_gen g, double p0, double p1,
                      enum jev_dtype hf_dt, enum jev_dtype mlx_dt, bool shift_mlx) {
     bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    struct jev_synth_item *it = add_item(pl, name, g, p0, p1, mlx && shift_mlx ? JEV_FORM_SHIFTED : JEV_FORM_FLOAT, 1, n);
+    enum jev_synth_form form = mlx && shift_mlx ? JEV_FORM_SHIFTED : JEV_FORM_FLOAT;
+    struct jev_synth_item *it = add_item(pl, name, g, p0, p1, form, 1, n);
     int64_t sh[1] = {n};
     it->out[it->n_out++] = add_out(pl, name, "", mlx ? mlx_dt : hf_dt, 1, sh);
 }
 
+/* A zero-centred RMSNorm weight: w on a 2^-7 grid in hf, 1 + w (exact in bf16) in mlx4. */
 static void plan_norm1p(struct jev_synth_plan *pl, const char *name, int64_t n) {
     plan_vec(pl, name, n, JEV_GEN_NORM_OFFSET, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, true);
 }
@@ -245,13 +311,17 @@ static void plan_layernorm(struct jev_synth_plan *pl, const char *prefix, int64_
     plan_bias(pl, b, n);
 }
 
-/* conv1d taps: HF [C, 1, K], MLX [C, K, 1]; the same flat order c*K + j. */
+/*
+ * conv1d taps: HF [C, 1, K], MLX [C, K, 1]; the same flat order c*K + j.
+ * U(-0.5, 0.5): the scale of PyTorch's default conv init for fan-in K = 4.
+ */
 static void plan_conv(struct jev_synth_plan *pl, const char *name, int64_t ch, int64_t k) {
     struct jev_synth_item *it = add_item(pl, name, JEV_GEN_UNIFORM, -0.5, 0.5, JEV_FORM_FLOAT, ch, k);
     int64_t hf[3] = {ch, 1, k}, mlx[3] = {ch, k, 1};
     it->out[it->n_out++] = add_out(pl, name, "", JEV_DTYPE_BF16, 3, pl->layout == JEV_SYNTH_MLX4 ? mlx : hf);
 }
 
+/* A gated attention block (also the MTP layer): q_proj holds query and gate per head. */
 static void plan_full_attn(struct jev_synth_plan *pl, const char *p, const struct jev_text_config *t) {
     char b[256];
     snprintf(b, sizeof b, "%sself_attn.q_proj", p);
@@ -268,6 +338,7 @@ static void plan_full_attn(struct jev_synth_plan *pl, const char *p, const struc
     plan_norm1p(pl, b, t->head_dim);
 }
 
+/* The SwiGLU MLP of a decoder layer. */
 static void plan_mlp(struct jev_synth_plan *pl, const char *p, const struct jev_text_config *t) {
     char b[256];
     snprintf(b, sizeof b, "%smlp.gate_proj", p);
@@ -278,6 +349,11 @@ static void plan_mlp(struct jev_synth_plan *pl, const char *p, const struct jev_
     plan_matrix(pl, b, t->hidden, t->intermediate);
 }
 
+/*
+ * One decoder layer in the order the HF module lists its parameters. The
+ * DeltaNet's A_log is f32 in both layouts (mlx's cast predicate keeps it)
+ * and its gated norm is f32 in the official checkpoint.
+ */
 static void plan_layer(struct jev_synth_plan *pl, const struct jev_text_config *t, int i) {
     char p[128], b[256];
     snprintf(p, sizeof p, "model.language_model.layers.%d.", i);
@@ -310,12 +386,18 @@ static void plan_layer(struct jev_synth_plan *pl, const struct jev_text_config *
     plan_mlp(pl, p, t);
 }
 
+/*
+ * The vision tower. The patch embedding is generated in HF's (c, t, y, x)
+ * order for both layouts and permuted to channels-last for mlx4 when
+ * written, so both layouts hold the same kernel.
+ */
 static void plan_vision(struct jev_synth_plan *pl, const struct jev_vision_config *v) {
     const char *vp = "model.visual.";
     char b[256], p[128];
     snprintf(b, sizeof b, "%spatch_embed.proj.weight", vp);
     bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    struct jev_synth_item *it = add_item(pl, b, JEV_GEN_NORMAL, 0.02, 0, mlx ? JEV_FORM_PATCH_MLX : JEV_FORM_FLOAT, v->hidden,
+    enum jev_synth_form form = mlx ? JEV_FORM_PATCH_MLX : JEV_FORM_FLOAT;
+    struct jev_synth_item *it = add_item(pl, b, JEV_GEN_NORMAL, 0.02, 0, form, v->hidden,
                                v->patch_dim);
     int64_t hf[5] = {v->hidden, v->in_channels, v->temporal_patch, v->patch, v->patch};
     int64_t cl[5] = {v->hidden, v->temporal_patch, v->patch, v->patch, v->in_channels};
@@ -378,6 +460,10 @@ static void plan_mtp(struct jev_synth_plan *pl, const struct jev_text_config *t,
     plan_norm1p(pl, "mtp.norm.weight", t->hidden);
 }
 
+/*
+ * Model order (embed, layers, norm, head, vision, mtp) decides sharding, as
+ * HF's save_pretrained shards in state-dict order.
+ */
 void jev_synth_plan_model(struct jev_synth_plan *pl, const struct jev_config *c, int n_mtp) {
     const struct jev_text_config *t = &c->text;
     plan_matrix(pl, "model.language_model.embed_tokens", t->vocab_size, t->hidden);
@@ -392,6 +478,7 @@ void jev_synth_plan_model(struct jev_synth_plan *pl, const struct jev_config *c,
         plan_mtp(pl, t, n_mtp);
 }
 
+/* Frees names and arrays; safe after an out-of-memory plan. */
 void jev_synth_plan_free(struct jev_synth_plan *pl) {
     for (int32_t i = 0; i < pl->nt; i++)
         free(pl->t[i].name);
@@ -403,7 +490,12 @@ void jev_synth_plan_free(struct jev_synth_plan *pl) {
 
 /* ---- values ---- */
 
-/* The underlying values of elements [start, start + n) of a weight. */
+/*
+ * The underlying values of elements [start, start + n) of a weight.
+ * The values are defined per element index in HF's flat order, so a block
+ * of rows can be generated anywhere in the tensor independently. Each kind
+ * is rounded to what its file stores (see bf16_round).
+ */
 void jev_synth_values(const struct jev_synth_item *it, uint64_t key, uint64_t start, int64_t n, float *out) {
     double a = 0.0, b = 0.0;
     uint64_t have = UINT64_MAX;

@@ -38,7 +38,7 @@
 #include "base/pool.h"      // defines: jev_pool_run
 #include "base/timing.h"    // defines: jev_now_ms
 #include "io/config-json.h" // defines: jev_config_parse
-#include "io/model-dir.h"   // defines: jev_read_file
+#include "io/read-file.h"   // defines: jev_read_file
 #include "io/safetensors.h" // defines: enum jev_dtype
 
 /* ---- placement and headers ---- */
@@ -54,6 +54,12 @@ struct shard {
 
 static const struct jev_synth_tensor *sort_base; /* qsort context: placement runs on one thread */
 
+/*
+ * File order inside a shard: 8-byte elements first, then 4, 2, 1, so every
+ * offset is a multiple of its element size without padding (the header is
+ * padded to 8). Names break ties, which also makes the order independent of
+ * the plan's.
+ */
 static int cmp_placement(const void *a, const void *b) {
     const struct jev_synth_tensor *x = &sort_base[*(const int32_t *)a], *y = &sort_base[*(const int32_t *)b];
     size_t ex = jev_dtype_size(x->dtype), ey = jev_dtype_size(y->dtype);
@@ -62,7 +68,12 @@ static int cmp_placement(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* Splits the weights into shards (model order, at most shard_bytes each unless one weight is larger). */
+/*
+ * Splits the weights into shards (model order, at most shard_bytes each unless one weight is larger).
+ * Greedy sharding in model order: a weight (with its scales and biases)
+ * never straddles two shards, and a weight larger than the limit gets a
+ * shard of its own.
+ */
 static enum jev_status place(struct jev_synth_plan *pl, int64_t shard_bytes, struct shard **out, int32_t *n_out,
                              struct jev_error *err) {
     int32_t ns = 1;
@@ -120,6 +131,7 @@ struct text {
 };
 
 static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* vsnprintf into the buffer, growing it and retrying when the text does not fit. */
 static void text_add(struct text *t, const char *fmt, ...) {
     for (;;) {
         va_list ap;
@@ -145,8 +157,14 @@ static void text_add(struct text *t, const char *fmt, ...) {
     }
 }
 
-/* The shard's header JSON, padded with spaces so that the data area starts 8-aligned. */
-static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shard *s, struct text *h, struct jev_error *err) {
+/*
+ * The shard's header JSON, padded with spaces so that the data area starts 8-aligned.
+ * The header JSON is written by hand rather than by jansson so that its
+ * bytes are fixed by this file alone (key order, spacing, integer
+ * formatting), whatever the library version: the golden sha256 covers it.
+ */
+static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shard *s, struct text *h,
+                                    struct jev_error *err) {
     h->n = 0;
     text_add(h, "{\"__metadata__\":{\"format\":\"%s\"}", pl->layout == JEV_SYNTH_MLX4 ? "mlx" : "pt");
     for (int32_t i = 0; i < s->n; i++) {
@@ -168,6 +186,7 @@ static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shar
 
 /* ---- streaming the data ---- */
 
+/* pwrite until done: short writes and EINTR are retried, other errors named. */
 static enum jev_status pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what,
                                   struct jev_error *err) {
     const uint8_t *p = buf;
@@ -195,6 +214,7 @@ struct block_job {
     size_t row_bytes[3];     /* bytes per row per output tensor */
 };
 
+/* f32 rows are copied; bf16 rows converted (the values are already bf16-exact, so nothing rounds). */
 static void encode_float(const float *v, int64_t n, enum jev_dtype dt, uint8_t *out) {
     if (dt == JEV_DTYPE_F32) {
         memcpy(out, v, (size_t)n * sizeof(float));
@@ -206,6 +226,11 @@ static void encode_float(const float *v, int64_t n, enum jev_dtype dt, uint8_t *
     }
 }
 
+/*
+ * One row of a block, run on the pool: draw the values, apply the layout's
+ * storage form, encode into the block's buffers at the row's slot. Rows
+ * touch disjoint memory, so no locking is needed.
+ */
 static void block_row(void *arg, int64_t i, int thread) {
     (void)thread;
     const struct block_job *j = arg;
@@ -250,8 +275,15 @@ static void block_row(void *arg, int64_t i, int thread) {
     }
 }
 
-/* Generates one weight block by block and writes its output tensors. */
-static enum jev_status write_item(const struct jev_synth_plan *pl, const struct jev_synth_item *it, const struct shard *sh,
+/*
+ * Generates one weight block by block and writes its output tensors.
+ * Streams one weight: blocks of about a million values are generated in
+ * parallel and written at their final offsets, so memory stays small (the
+ * 0.8B embedding alone is 254 M values) and the file never needs seeking
+ * back.
+ */
+static enum jev_status write_item(const struct jev_synth_plan *pl, const struct jev_synth_item *it,
+                                  const struct shard *sh,
                                   struct jev_pool *pool, uint64_t seed, struct jev_error *err) {
     int64_t block = it->cols >= (1 << 20) ? 1 : (1 << 20) / it->cols;
     if (block > it->rows)
@@ -297,6 +329,7 @@ static enum jev_status too_long(const char *dir, struct jev_error *err) {
     return jev_fail(err, JEV_ERR_INVALID_ARG, "synth: path too long under %s", dir);
 }
 
+/* Creates path with the bytes (used for small files: configs, index, copies). */
 static enum jev_status write_file(const char *path, const void *data, size_t n, struct jev_error *err) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -307,6 +340,7 @@ static enum jev_status write_file(const char *path, const void *data, size_t n, 
     return st;
 }
 
+/* Copies DIR/NAME; tokenizer.json is about 11 MiB, well under the 256 MiB limit. */
 static enum jev_status copy_file(const char *src_dir, const char *name, const char *dst_dir, struct jev_error *err) {
     char src[4096], dst[4096];
     if (!path_join(src, sizeof src, src_dir, name) || !path_join(dst, sizeof dst, dst_dir, name))
@@ -319,7 +353,13 @@ static enum jev_status copy_file(const char *src_dir, const char *name, const ch
     return st;
 }
 
-/* JSON text of a document with reals in their shortest exact form (16 digits when that reads back equal). */
+/*
+ * JSON text of a document with reals in their shortest exact form (16 digits when that reads back equal).
+ * jansson prints reals with 17 significant digits by default (1e-6 becomes
+ * 9.9999999999999995e-07). 16 digits gives the short form for every value
+ * a config holds; the document is re-parsed and compared to make sure the
+ * short form reads back to exactly the same doubles, else 17 are used.
+ */
 static char *dump_json(const json_t *doc) {
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(16);
     char *s = json_dumps(doc, flags);
@@ -333,7 +373,10 @@ static char *dump_json(const json_t *doc) {
     return s;
 }
 
-/* config.json: the input document, plus the quantization keys of an MLX conversion. */
+/*
+ * config.json: the input document, plus the quantization keys of an MLX conversion.
+ * For mlx4 both spellings are added, as mlx-vlm's converter writes them.
+ */
 static enum jev_status write_config(const struct jev_synth_params *p, json_t *doc, const char *dir,
                                     struct jev_error *err) {
     if (p->layout == JEV_SYNTH_MLX4) {
@@ -367,6 +410,7 @@ static enum jev_status write_config(const struct jev_synth_params *p, json_t *do
     return st;
 }
 
+/* HF's index format: {"metadata": {"total_size"}, "weight_map": {name: shard}}, keys sorted. */
 static enum jev_status write_index(const struct jev_synth_plan *pl, const struct shard *sh, int32_t ns, const char *dir,
                                    struct jev_error *err) {
     json_t *map = json_object(), *meta = json_object();
@@ -394,6 +438,7 @@ static enum jev_status write_index(const struct jev_synth_plan *pl, const struct
     return st;
 }
 
+/* nftw callback of remove_tree: files and then their directories (FTW_DEPTH). */
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
     (void)flag;
@@ -406,6 +451,7 @@ static void remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | F
 
 /* ---- the whole directory ---- */
 
+/* Seed 1, hf layout; everything else 0 / NULL = the documented defaults. */
 struct jev_synth_params jev_synth_default_params(void) {
     struct jev_synth_params p = {0};
     p.seed = 1;
@@ -413,7 +459,13 @@ struct jev_synth_params jev_synth_default_params(void) {
     return p;
 }
 
-/* Writes every file of the model into dir (a fresh temporary directory). */
+/*
+ * Writes every file of the model into dir (a fresh temporary directory).
+ * Plan, place, then write every shard (header, size via ftruncate so the
+ * file has its final length before the data is streamed), the weights, the
+ * index, config.json and the copied files; the sha256 is taken last, from
+ * the file as written.
+ */
 static enum jev_status write_all(const struct jev_synth_params *p, const struct jev_config *c, json_t *doc, int n_mtp,
                                  const char *dir, struct jev_synth_report *r, struct jev_error *err) {
     struct jev_synth_plan pl = {.layout = p->layout, .bits = p->bits, .group = p->group};
@@ -500,6 +552,13 @@ done:
     return st;
 }
 
+/*
+ * Arguments and the config are checked before anything is created. The
+ * directory appears atomically: written as OUT.tmp-XXXXXX, then renamed; an
+ * existing OUT (with force) is first renamed aside onto an empty
+ * placeholder and removed only after the new one is in place, so a failure
+ * at any point leaves either the old directory or nothing, never a mix.
+ */
 enum jev_status jev_synth_write(const struct jev_synth_params *in, struct jev_synth_report *r, struct jev_error *err) {
     double t0 = jev_now_ms();
     struct jev_synth_params p = *in;
