@@ -11,7 +11,8 @@
 
 #include <immintrin.h>
 
-#include "base/timing.h" // defines: jev_now_ms
+#include "backend/cpu/cpu.h" // defines: JEV_AVX2, jev_cpu_has_avx2
+#include "base/timing.h"      // defines: jev_now_ms
 
 #define ACC 12
 
@@ -20,7 +21,7 @@ struct peak_job {
     volatile float sink;  /* keeps the result alive */
 };
 
-static void fma_loop(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void fma_loop(void *arg, int64_t task, int thread) {
     (void)task;
     (void)thread;
     struct peak_job *j = arg;
@@ -43,6 +44,8 @@ static void fma_loop(void *arg, int64_t task, int thread) {
 
 struct jev_peak jev_peak_f32(struct jev_pool *pool, double seconds) {
     struct jev_peak p = {0};
+    if (!jev_cpu_has_avx2())
+        return p; /* no AVX2 + FMA: no figure rather than a wrong one */
     int threads = jev_pool_size(pool);
     /* calibrate on one thread */
     struct peak_job j = {.iters = 1 << 20};

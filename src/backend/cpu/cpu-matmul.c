@@ -39,7 +39,7 @@
 
 /* ---- helpers ---- */
 
-static inline float hsum8(__m256 v) {
+JEV_AVX2 static inline float hsum8(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);
     __m128 hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -48,7 +48,7 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
+JEV_AVX2 static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
     switch (t) {
     case JEV_STYPE_F32: return ((const float *)p)[i];
     case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -58,18 +58,18 @@ static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
 }
 
 /* 8 bf16 -> 8 f32 (exact: a shift). */
-static inline __m256 load_bf16x8(const uint16_t *p) {
+JEV_AVX2 static inline __m256 load_bf16x8(const uint16_t *p) {
     __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 /* 8 f16 -> 8 f32 (exact, F16C). */
-static inline __m256 load_f16x8(const uint16_t *p) {
+JEV_AVX2 static inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
 /* The 8 4-bit codes of one u32 word, element order (nibble j = element j), as f32. */
-static inline __m256 q4x8(const uint32_t *word) {
+JEV_AVX2 static inline __m256 q4x8(const uint32_t *word) {
     const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     __m256i v = _mm256_set1_epi32((int)*word);
     v = _mm256_and_si256(_mm256_srlv_epi32(v, shifts), _mm256_set1_epi32(0xF));
@@ -77,7 +77,7 @@ static inline __m256 q4x8(const uint32_t *word) {
 }
 
 /* The 8 8-bit codes of two u32 words (byte j = element j), as f32. */
-static inline __m256 q8x8(const uint32_t *word) {
+JEV_AVX2 static inline __m256 q8x8(const uint32_t *word) {
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)word);
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
 }
@@ -85,7 +85,7 @@ static inline __m256 q8x8(const uint32_t *word) {
 /* Which fused kernel fits a matrix. */
 enum kind { K_F32, K_BF16, K_F16, K_Q4, K_Q8, K_GENERIC };
 
-static enum kind kind_of(const struct jev_matrix *w) {
+JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     if (w->cols % 8 != 0)
         return K_GENERIC;
     switch (w->type) {
@@ -105,7 +105,7 @@ static enum kind kind_of(const struct jev_matrix *w) {
 /* ---- row dequantization (both regimes) ---- */
 
 /* Row r of w as f32 into out[cols], bit-identical to jev_matrix_row. */
-static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, float *out) {
+JEV_AVX2 static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, float *out) {
     int64_t cols = w->cols;
     switch (k) {
     case K_F32: memcpy(out, (const float *)w->data + r * cols, (size_t)cols * sizeof(float)); return;
@@ -149,7 +149,7 @@ static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, floa
  * the compile-time constants below lets the accumulators stay in registers.
  */
 #define FUSED_DENSE(NAME, ELEM, LOAD)                                                                        \
-    static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,        \
+    JEV_AVX2 static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,        \
                      float *y0, float *y1) {                                                                 \
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, \
                a31 = a00;                                                                                    \
@@ -182,10 +182,10 @@ FUSED_DENSE(fused_f32, float, LOAD_F32)
 FUSED_DENSE(fused_bf16, uint16_t, load_bf16x8)
 FUSED_DENSE(fused_f16, uint16_t, load_f16x8)
 
-/* Quantized rows: per group the scale and bias, then 8 codes at a time (k is a constant per caller). */
-__attribute__((always_inline)) static inline void fused_q_impl(const struct jev_matrix *w, enum kind k,
-                                                               const int64_t *rid, int nr, const float *x0,
-                                                               const float *x1, float *y0, float *y1) {
+/* 8-bit rows: per group the scale and bias, then 8 codes at a time, dequantized in registers. */
+JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
+                     float *y0, float *y1) {
+    const enum kind k = K_Q8;
     int64_t cols = w->cols, words = cols * w->bits / 32, groups = cols / w->group;
     const int wpe8 = k == K_Q4 ? 1 : 2;
     const uint32_t *rp[4];
@@ -224,16 +224,6 @@ __attribute__((always_inline)) static inline void fused_q_impl(const struct jev_
     }
 }
 
-static void fused_q4(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                     float *y0, float *y1) {
-    fused_q_impl(w, K_Q4, rid, nr, x0, x1, y0, y1);
-}
-
-static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                     float *y0, float *y1) {
-    fused_q_impl(w, K_Q8, rid, nr, x0, x1, y0, y1);
-}
-
 /*
  * 4-bit rows, factorised per group: W.x = sum_g s_g (q_g . x_g) + sum_g b_g sum(x_g).
  * Per 8 weights this is broadcast, shift, mask, convert, multiply-add: the
@@ -242,7 +232,7 @@ static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, con
  * dequantized dot up to f32 rounding.
  */
 /* Scales of row r into s[groups]; returns sum_g bias_g * xs[g]. */
-static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *xs, float *s) {
+JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *xs, float *s) {
     int64_t groups = w->cols / w->group;
     float bias = 0.0f;
     for (int64_t g = 0; g < groups; g++) {
@@ -252,7 +242,7 @@ static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *x
     return bias;
 }
 
-static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x, const float *xs,
+JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x, const float *xs,
                     float *y) {
     int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
     const uint32_t *rp[4];
@@ -282,7 +272,7 @@ static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int nr, cons
 }
 
 /* Two rows against two tokens, same factorisation. */
-static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
+JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
                     const float *xs0, const float *xs1, float *y0, float *y1) {
     int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
     int64_t ra = rid[0], rb = rid[nr > 1 ? 1 : 0];
@@ -336,7 +326,7 @@ struct mm_job {
 static int64_t row_id(const struct mm_job *j, int64_t r) { return j->row_ids ? j->row_ids[r] : r; }
 
 /* Rows [r0, r0 + nr) of the output (nr <= 4) against tokens t and t+1 (nt = 1 or 2). */
-static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
+JEV_AVX2 static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
     const float *x0 = j->x + t * cols, *x1 = nt > 1 ? x0 + cols : x0;
@@ -361,7 +351,7 @@ static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, i
         break;
     }
     case K_Q4:
-    case K_Q8: (j->kind == K_Q4 ? fused_q4 : fused_q8)(w, rid, nr, x0, x1, y0, y1); break; /* Q4: reference form, unused */
+    case K_Q8: fused_q8(w, rid, nr, x0, x1, y0, y1); break; /* K_Q4 rows go through fused_task_q4 */
     case K_GENERIC: {
         /* dequantize the rows into scratch, then the f32 kernel (cols need not be a multiple of 8) */
         for (int q = 0; q < nr; q++) {
@@ -385,7 +375,7 @@ static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, i
 }
 
 /* The 4-bit rows of a task: 4 rows x 1 token or 2 rows x 2 tokens at a time. */
-static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
+JEV_AVX2 static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols, groups = cols / w->group;
     const float *xs = j->xs;
@@ -417,7 +407,7 @@ static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
-static void fused_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     float *scratch = jev_cpu_scratch(j->be, thread);
     int64_t r0 = task * ROWS_PER_TASK;
@@ -435,7 +425,7 @@ static void fused_task(void *arg, int64_t task, int thread) {
 
 /* ---- sgemm path (many tokens) ---- */
 
-static void gemm_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
@@ -460,7 +450,7 @@ static void gemm_task(void *arg, int64_t task, int thread) {
 
 /* ---- entry points ---- */
 
-static void run(struct mm_job *j) {
+JEV_AVX2 static void run(struct mm_job *j) {
     JEV_ASSERT(j->w->cols <= JEV_CPU_WBUF_FLOATS && 4 * (int64_t)j->w->cols <= JEV_CPU_SCRATCH_FLOATS);
     if (j->n_out <= 0 || j->n <= 0)
         return;
@@ -491,12 +481,20 @@ static void run(struct mm_job *j) {
 }
 
 void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_matmul(be, w, x, n, y);
+        return;
+    }
     struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, NULL};
     run(&j);
 }
 
 void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                               int32_t n_rows, const float *x, int64_t n, float *y) {
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_matmul_rows(be, w, row_ids, n_rows, x, n, y);
+        return;
+    }
     struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, NULL};
     run(&j);
 }
@@ -504,7 +502,10 @@ void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w
 /* Embedding rows through the same dequantization (bit-identical to jev_matrix_row). */
 void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
                         float *out) {
-    (void)be;
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_embed(be, w, ids, n, out);
+        return;
+    }
     enum kind k = kind_of(w);
     for (int64_t t = 0; t < n; t++)
         dequant_row(w, k, ids[t], out + t * w->cols);
