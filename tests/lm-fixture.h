@@ -38,7 +38,7 @@ struct fx_model {
     uint64_t rng;                                    /* splitmix64 state */
 };
 
-static uint64_t fx_next(struct fx_model *m) {
+static inline uint64_t fx_next(struct fx_model *m) {
     uint64_t z = (m->rng += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -46,11 +46,11 @@ static uint64_t fx_next(struct fx_model *m) {
 }
 
 /* uniform in [lo, hi) */
-static float fx_unif(struct fx_model *m, float lo, float hi) {
+static inline float fx_unif(struct fx_model *m, float lo, float hi) {
     return lo + (hi - lo) * (float)((double)(fx_next(m) >> 11) * (1.0 / 9007199254740992.0));
 }
 
-static float *fx_take(struct fx_model *m, size_t n) {
+static inline float *fx_take(struct fx_model *m, size_t n) {
     if (m->used + n > m->cap)
         abort();
     float *p = m->mem + m->used;
@@ -58,14 +58,14 @@ static float *fx_take(struct fx_model *m, size_t n) {
     return p;
 }
 
-static float *fx_vec(struct fx_model *m, size_t n, float lo, float hi) {
+static inline float *fx_vec(struct fx_model *m, size_t n, float lo, float hi) {
     float *p = fx_take(m, n);
     for (size_t i = 0; i < n; i++)
         p[i] = fx_unif(m, lo, hi);
     return p;
 }
 
-static struct jev_matrix fx_mat(struct fx_model *m, int32_t rows, int32_t cols, float amp) {
+static inline struct jev_matrix fx_mat(struct fx_model *m, int32_t rows, int32_t cols, float amp) {
     struct jev_matrix w = {0};
     w.type = JEV_MTYPE_F32;
     w.rows = rows;
@@ -80,7 +80,7 @@ static struct jev_matrix fx_mat(struct fx_model *m, int32_t rows, int32_t cols, 
  * of dh 32 (rotary 16 -> 8 pairs, section [3, 3, 2]), DeltaNet Hk 2 / Hv 4 of
  * dk = dv = 16, conv K 4, F 80, vocab 101, tied head.
  */
-static void fx_build(struct fx_model *m, uint64_t seed) {
+static inline void fx_build(struct fx_model *m, uint64_t seed) {
     memset(m, 0, sizeof *m);
     m->rng = seed;
     struct jev_text_config *t = &m->cfg.text;
@@ -150,10 +150,10 @@ static void fx_build(struct fx_model *m, uint64_t seed) {
     }
 }
 
-static void fx_free(struct fx_model *m) { free(m->mem); }
+static inline void fx_free(struct fx_model *m) { free(m->mem); }
 
 /* Seeded token ids in [0, vocab). */
-static void fx_tokens(uint64_t seed, int32_t n, int32_t vocab, int32_t *ids) {
+static inline void fx_tokens(uint64_t seed, int32_t n, int32_t vocab, int32_t *ids) {
     uint64_t s = seed;
     for (int32_t i = 0; i < n; i++) {
         uint64_t z = (s += 0x9e3779b97f4a7c15ull);
@@ -174,7 +174,7 @@ struct fx_twin {
     double *ssm;      /* [n_layers][Hv][dk][dv] */
 };
 
-static void fx_twin_init(struct fx_twin *tw, const struct fx_model *m, int32_t cap) {
+static inline void fx_twin_init(struct fx_twin *tw, const struct fx_model *m, int32_t cap) {
     const struct jev_text_config *t = &m->cfg.text;
     tw->m = m;
     tw->n = 0;
@@ -187,13 +187,13 @@ static void fx_twin_init(struct fx_twin *tw, const struct fx_model *m, int32_t c
         abort();
 }
 
-static void fx_twin_free(struct fx_twin *tw) {
+static inline void fx_twin_free(struct fx_twin *tw) {
     free(tw->kv);
     free(tw->conv);
     free(tw->ssm);
 }
 
-static void fx_twin_copy(struct fx_twin *dst, const struct fx_twin *src) {
+static inline void fx_twin_copy(struct fx_twin *dst, const struct fx_twin *src) {
     const struct jev_text_config *t = &src->m->cfg.text;
     fx_twin_init(dst, src->m, src->cap);
     dst->n = src->n;
@@ -205,7 +205,7 @@ static void fx_twin_copy(struct fx_twin *dst, const struct fx_twin *src) {
                sizeof(double));
 }
 
-static void fx_matvec(const struct jev_matrix *w, const double *x, double *y) {
+static inline void fx_matvec(const struct jev_matrix *w, const double *x, double *y) {
     const float *d = w->data;
     for (int32_t r = 0; r < w->rows; r++) {
         double acc = 0;
@@ -215,7 +215,7 @@ static void fx_matvec(const struct jev_matrix *w, const double *x, double *y) {
     }
 }
 
-static void fx_rmsnorm(const double *x, const float *w, int32_t d, double *y) {
+static inline void fx_rmsnorm(const double *x, const float *w, int32_t d, double *y) {
     double ss = 0;
     for (int32_t i = 0; i < d; i++)
         ss += x[i] * x[i];
@@ -224,7 +224,7 @@ static void fx_rmsnorm(const double *x, const float *w, int32_t d, double *y) {
         y[i] = x[i] * inv * (double)w[i];
 }
 
-static double fx_silu(double x) { return x / (1.0 + exp(-x)); }
+static inline double fx_silu(double x) { return x / (1.0 + exp(-x)); }
 
 /*
  * One token with 3-axis position pos[3] through the twin; logits[vocab] out.
@@ -232,7 +232,7 @@ static double fx_silu(double x) { return x / (1.0 + exp(-x)); }
  * sum-form L2 norm and the 1/sqrt(dk) query scale, GQA softmax attention with
  * interleaved M-RoPE on the first rotary_dim dims, SwiGLU, tied head.
  */
-static void fx_twin_step(struct fx_twin *tw, int32_t id, const int32_t pos[3], double *logits) {
+static inline void fx_twin_step(struct fx_twin *tw, int32_t id, const int32_t pos[3], double *logits) {
     const struct fx_model *m = tw->m;
     const struct jev_text_config *t = &m->cfg.text;
     int32_t D = t->hidden, F = t->intermediate;

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/sha256.h"   // defines: jev_sha256_hex
+#include "bench/peak.h"    // defines: jev_peak_f32
 #include "base/timing.h"   // defines: jev_now_ms
 #include "commands.h"      // defines: cmd_run
 #include "model/engine.h"  // defines: struct jev_engine
@@ -22,7 +23,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
-               "               [--threads N] [--top K] [--seed S]\n\n"
+               "               [--threads N] [--top K] [--seed S] [--peak]\n\n"
                "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --ids LIST           prompt token ids, comma separated\n"
                "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
@@ -30,7 +31,8 @@ static void usage(FILE *f) {
                "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
                "  --decode N           greedy decode steps after the prefill (default 8)\n"
                "  --threads N          worker threads (default: all cores)\n"
-               "  --top K              next tokens to print after the prefill (default 5)\n");
+               "  --top K              next tokens to print after the prefill (default 5)\n"
+               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -101,6 +103,7 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL;
     long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5;
+    int peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -108,6 +111,9 @@ int cmd_run(int argc, char **argv) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if (!strcmp(a, "--peak")) {
+            peak = 1;
+            continue;
         } else if (!strcmp(a, "--model") && v) {
             dir = v;
         } else if (!strcmp(a, "--ids") && v) {
@@ -203,6 +209,10 @@ int cmd_run(int argc, char **argv) {
     hash_in = malloc(hash_len);
     if (!hash_in)
         goto done;
+    struct jev_peak pk = {0};
+    if (peak)
+        pk = jev_peak_f32(e->pool, 0.5);
+    double flops0 = e->lm.flops;
     double t0 = jev_now_ms();
     for (int32_t at = 0; at < n; at += (int32_t)chunk) {
         int32_t m = n - at < chunk ? n - at : (int32_t)chunk;
@@ -213,8 +223,13 @@ int cmd_run(int argc, char **argv) {
         }
     }
     double t_prefill = jev_now_ms() - t0;
+    double prefill_gflops = (e->lm.flops - flops0) / (t_prefill * 1e-3) / 1e9;
     memcpy(hash_in, logits, (size_t)V * sizeof(float));
-    printf("prefill: %d tokens in chunks of %ld\n", n, chunk);
+    printf("prefill: %d tokens in chunks of %ld, %.1f GFLOP/s", n, chunk, prefill_gflops);
+    if (peak)
+        printf(" of a measured f32 FMA peak of %.1f GFLOP/s on %d threads (%.0f%%)", pk.gflops, pk.threads,
+               100.0 * prefill_gflops / pk.gflops);
+    printf("\n");
     if (top > 0) {
         int32_t tk[100];
         top_k(logits, V, (int32_t)top, tk);

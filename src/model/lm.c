@@ -85,6 +85,17 @@ size_t jev_matrix_bytes(const struct jev_matrix *m) {
     return 0;
 }
 
+static double macs(const struct jev_matrix *m) { return (double)m->rows * (double)m->cols; }
+
+static double layer_macs(const struct jev_layer_weights *L) {
+    double b = macs(&L->gate) + macs(&L->up) + macs(&L->down);
+    if (L->kind == JEV_LAYER_LINEAR)
+        b += macs(&L->lin.in_qkv) + macs(&L->lin.in_z) + macs(&L->lin.in_b) + macs(&L->lin.in_a) + macs(&L->lin.out);
+    else
+        b += macs(&L->full.q) + macs(&L->full.k) + macs(&L->full.v) + macs(&L->full.o);
+    return b;
+}
+
 static size_t layer_bytes(const struct jev_layer_weights *L) {
     size_t b = jev_matrix_bytes(&L->gate) + jev_matrix_bytes(&L->up) + jev_matrix_bytes(&L->down);
     if (L->kind == JEV_LAYER_LINEAR)
@@ -147,8 +158,10 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     ALLOC(slice_seq, runs, struct jev_seq *);
     ALLOC(slice_len, runs, int32_t);
 #undef ALLOC
-    for (int32_t l = 0; l < t->n_layers; l++)
+    for (int32_t l = 0; l < t->n_layers; l++) {
         lm->layer_bytes += layer_bytes(&w->text.layers[l]);
+        lm->layer_macs += layer_macs(&w->text.layers[l]);
+    }
     return JEV_OK;
 }
 
@@ -303,6 +316,8 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
         a->n_spans = jev_seq_spans(seq, full, seq->n_tokens + n, spans);
         a->spans = spans;
         row += n;
+        /* scores and weighted sums: 2 x 2 x Hq x dh per visible key */
+        lm->flops += 4.0 * hq * dh * ((double)n * seq->n_tokens + (double)n * (n + 1) / 2);
     }
     struct jev_attn_shape shape = {hq, hkv, dh, (float)(1.0 / sqrt((double)dh))};
     ops->attention(lm->be, &shape, q, lm->attn_runs, n_runs, o);
@@ -377,6 +392,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
         else
             ops->matmul(lm->be, &W->lm_head, lm->xo, o1 - o0, dst);
         lm->n_logit_rows += o1 - o0;
+        lm->flops += 2.0 * (double)(o1 - o0) * (double)cols * (double)D;
         lm->bytes_streamed +=
             (double)jev_matrix_bytes(&W->lm_head) * (double)cols / (double)W->lm_head.rows;
     }
@@ -386,6 +402,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
     lm->n_slices++;
     lm->n_tokens += T;
     lm->bytes_streamed += (double)lm->layer_bytes;
+    lm->flops += 2.0 * lm->layer_macs * (double)T;
 }
 
 /* ---- the batch ---- */

@@ -98,7 +98,9 @@ struct jev_lm {
     int64_t n_tokens;                 /* tokens processed */
     int64_t n_logit_rows;             /* rows of logits computed */
     double bytes_streamed;            /* weight bytes read by matmuls (each slice streams every layer once) */
+    double flops;                     /* dense flops: 2 x multiply-adds of the matmuls, attention scores and sums */
     size_t layer_bytes;               /* weight bytes of all decoder layers */
+    double layer_macs;                /* multiply-adds per token of all decoder-layer matrices */
 };
 
 /* Sizes and allocates the activations; cfg and w must outlive lm. */

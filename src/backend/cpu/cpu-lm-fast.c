@@ -30,14 +30,14 @@
 
 #define MAX_GROUP 16 /* query heads per K/V head handled together */
 
-static inline float hsum8(__m256 v) {
+JEV_AVX2 static inline float hsum8(__m256 v) {
     __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
     lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
     return _mm_cvtss_f32(lo);
 }
 
-static inline float dot8(const float *a, const float *b, int32_t n) {
+JEV_AVX2 static inline float dot8(const float *a, const float *b, int32_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
     int32_t i = 0;
     for (; i + 16 <= n; i += 16) {
@@ -50,7 +50,7 @@ static inline float dot8(const float *a, const float *b, int32_t n) {
 }
 
 /* y += a * x over n (multiple of 8) */
-static inline void axpy8(float *y, float a, const float *x, int32_t n) {
+JEV_AVX2 static inline void axpy8(float *y, float a, const float *x, int32_t n) {
     __m256 av = _mm256_set1_ps(a);
     for (int32_t i = 0; i < n; i += 8)
         _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
@@ -67,7 +67,7 @@ struct attn_job {
     struct jev_backend *be;
 };
 
-static void attn_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void attn_task(void *arg, int64_t task, int thread) {
     struct attn_job *j = arg;
     const struct jev_attn_shape *s = j->s;
     int32_t r = 0;
@@ -118,7 +118,7 @@ static void attn_task(void *arg, int64_t task, int thread) {
 
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    if (s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP) {
+    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP) {
         jev_cpu_attention(be, s, q, runs, n_runs, o);
         return;
     }
@@ -145,7 +145,7 @@ struct gdn_job {
 };
 
 /* out = x / sqrt(sum(x^2) + 1e-6) * mul (HF l2norm, sum form; mul = 1 for keys) */
-static inline void l2norm8(const float *x, int32_t d, float mul, float *out) {
+JEV_AVX2 static inline void l2norm8(const float *x, int32_t d, float mul, float *out) {
     float inv = 1.0f / sqrtf(dot8(x, x, d) + 1e-6f);
     __m256 iv = _mm256_set1_ps(inv), mv = _mm256_set1_ps(mul);
     for (int32_t i = 0; i < d; i += 8) {
@@ -154,7 +154,7 @@ static inline void l2norm8(const float *x, int32_t d, float mul, float *out) {
     }
 }
 
-static void recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+JEV_AVX2 static void recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
     const struct jev_gdn_shape *s = j->s;
     int32_t dk = s->dk, dv = s->dv, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
     float *S = run->ssm + (int64_t)h * dk * dv;
@@ -199,7 +199,7 @@ static void recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *ru
     }
 }
 
-static void chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
     const struct jev_gdn_shape *s = j->s;
     int32_t dk = s->dk, dv = s->dv, C = s->chunk, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
     int32_t ldo = s->hv * dv;
@@ -261,7 +261,7 @@ static void chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, i
     }
 }
 
-static void gdn_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void gdn_task(void *arg, int64_t task, int thread) {
     struct gdn_job *j = arg;
     const struct jev_gdn_run *run = &j->runs[task / j->s->hv];
     int32_t h = (int32_t)(task % j->s->hv);
@@ -276,7 +276,7 @@ void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
     int64_t need = 4 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk +
                    s->chunk;
-    if (s->dk % 8 != 0 || s->dv % 8 != 0 || need > JEV_CPU_SCRATCH_FLOATS) {
+    if (!jev_cpu_has_avx2() || s->dk % 8 != 0 || s->dv % 8 != 0 || need > JEV_CPU_SCRATCH_FLOATS) {
         jev_cpu_gdn_rule(be, s, u, g, beta, runs, n_runs, o);
         return;
     }

@@ -34,11 +34,12 @@
 
 #include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
 
-#define ROWS_PER_TASK 32 /* fused path: output rows per pool task */
+#define ROWS_PER_TASK 32  /* fused path: output rows per pool task */
+#define Q4_MAX_GROUPS 512 /* 4-bit fused kernel: groups per row (scales kept on the stack) */
 
 /* ---- helpers ---- */
 
-static inline float hsum8(__m256 v) {
+JEV_AVX2 static inline float hsum8(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);
     __m128 hi = _mm256_extractf128_ps(v, 1);
     lo = _mm_add_ps(lo, hi);
@@ -47,7 +48,7 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
-static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
+JEV_AVX2 static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
     switch (t) {
     case JEV_STYPE_F32: return ((const float *)p)[i];
     case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -57,18 +58,18 @@ static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
 }
 
 /* 8 bf16 -> 8 f32 (exact: a shift). */
-static inline __m256 load_bf16x8(const uint16_t *p) {
+JEV_AVX2 static inline __m256 load_bf16x8(const uint16_t *p) {
     __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 /* 8 f16 -> 8 f32 (exact, F16C). */
-static inline __m256 load_f16x8(const uint16_t *p) {
+JEV_AVX2 static inline __m256 load_f16x8(const uint16_t *p) {
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)p));
 }
 
 /* The 8 4-bit codes of one u32 word, element order (nibble j = element j), as f32. */
-static inline __m256 q4x8(const uint32_t *word) {
+JEV_AVX2 static inline __m256 q4x8(const uint32_t *word) {
     const __m256i shifts = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
     __m256i v = _mm256_set1_epi32((int)*word);
     v = _mm256_and_si256(_mm256_srlv_epi32(v, shifts), _mm256_set1_epi32(0xF));
@@ -76,7 +77,7 @@ static inline __m256 q4x8(const uint32_t *word) {
 }
 
 /* The 8 8-bit codes of two u32 words (byte j = element j), as f32. */
-static inline __m256 q8x8(const uint32_t *word) {
+JEV_AVX2 static inline __m256 q8x8(const uint32_t *word) {
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)word);
     return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
 }
@@ -84,7 +85,7 @@ static inline __m256 q8x8(const uint32_t *word) {
 /* Which fused kernel fits a matrix. */
 enum kind { K_F32, K_BF16, K_F16, K_Q4, K_Q8, K_GENERIC };
 
-static enum kind kind_of(const struct jev_matrix *w) {
+JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     if (w->cols % 8 != 0)
         return K_GENERIC;
     switch (w->type) {
@@ -94,7 +95,9 @@ static enum kind kind_of(const struct jev_matrix *w) {
     case JEV_MTYPE_QAFFINE:
         if (w->group % 8 != 0 || w->cols % w->group != 0)
             return K_GENERIC;
-        return w->bits == 4 ? K_Q4 : w->bits == 8 ? K_Q8 : K_GENERIC;
+        if (w->bits == 4 && w->cols / w->group <= Q4_MAX_GROUPS)
+            return K_Q4;
+        return w->bits == 8 ? K_Q8 : K_GENERIC;
     }
     return K_GENERIC;
 }
@@ -102,7 +105,7 @@ static enum kind kind_of(const struct jev_matrix *w) {
 /* ---- row dequantization (both regimes) ---- */
 
 /* Row r of w as f32 into out[cols], bit-identical to jev_matrix_row. */
-static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, float *out) {
+JEV_AVX2 static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, float *out) {
     int64_t cols = w->cols;
     switch (k) {
     case K_F32: memcpy(out, (const float *)w->data + r * cols, (size_t)cols * sizeof(float)); return;
@@ -146,7 +149,7 @@ static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, floa
  * the compile-time constants below lets the accumulators stay in registers.
  */
 #define FUSED_DENSE(NAME, ELEM, LOAD)                                                                        \
-    static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,        \
+    JEV_AVX2 static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,        \
                      float *y0, float *y1) {                                                                 \
         __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, \
                a31 = a00;                                                                                    \
@@ -179,10 +182,10 @@ FUSED_DENSE(fused_f32, float, LOAD_F32)
 FUSED_DENSE(fused_bf16, uint16_t, load_bf16x8)
 FUSED_DENSE(fused_f16, uint16_t, load_f16x8)
 
-/* Quantized rows: per group the scale and bias, then 8 codes at a time (k is a constant per caller). */
-__attribute__((always_inline)) static inline void fused_q_impl(const struct jev_matrix *w, enum kind k,
-                                                               const int64_t *rid, int nr, const float *x0,
-                                                               const float *x1, float *y0, float *y1) {
+/* 8-bit rows: per group the scale and bias, then 8 codes at a time, dequantized in registers. */
+JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
+                     float *y0, float *y1) {
+    const enum kind k = K_Q8;
     int64_t cols = w->cols, words = cols * w->bits / 32, groups = cols / w->group;
     const int wpe8 = k == K_Q4 ? 1 : 2;
     const uint32_t *rp[4];
@@ -221,14 +224,90 @@ __attribute__((always_inline)) static inline void fused_q_impl(const struct jev_
     }
 }
 
-static void fused_q4(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                     float *y0, float *y1) {
-    fused_q_impl(w, K_Q4, rid, nr, x0, x1, y0, y1);
+/*
+ * 4-bit rows, factorised per group: W.x = sum_g s_g (q_g . x_g) + sum_g b_g sum(x_g).
+ * Per 8 weights this is broadcast, shift, mask, convert, multiply-add: the
+ * scale is applied once per group, the bias term is one short dot with the
+ * group sums of x (xs[g], computed once per call). Same value as the
+ * dequantized dot up to f32 rounding.
+ */
+/* Scales of row r into s[groups]; returns sum_g bias_g * xs[g]. */
+JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *xs, float *s) {
+    int64_t groups = w->cols / w->group;
+    float bias = 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+        s[g] = load_scale(w->stype, w->scales, r * groups + g);
+        bias += load_scale(w->stype, w->biases, r * groups + g) * xs[g];
+    }
+    return bias;
 }
 
-static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                     float *y0, float *y1) {
-    fused_q_impl(w, K_Q8, rid, nr, x0, x1, y0, y1);
+JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x, const float *xs,
+                    float *y) {
+    int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
+    const uint32_t *rp[4];
+    float sc[4][Q4_MAX_GROUPS], bias[4];
+    for (int j = 0; j < 4; j++) {
+        rp[j] = (const uint32_t *)w->data + rid[j < nr ? j : 0] * words;
+        bias[j] = q4_row_params(w, rid[j < nr ? j : 0], xs, sc[j]);
+    }
+    __m256 tot0 = _mm256_setzero_ps(), tot1 = tot0, tot2 = tot0, tot3 = tot0;
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
+            __m256 xv = _mm256_loadu_ps(x + c);
+            a0 = _mm256_fmadd_ps(q4x8(rp[0] + c / 8), xv, a0);
+            a1 = _mm256_fmadd_ps(q4x8(rp[1] + c / 8), xv, a1);
+            a2 = _mm256_fmadd_ps(q4x8(rp[2] + c / 8), xv, a2);
+            a3 = _mm256_fmadd_ps(q4x8(rp[3] + c / 8), xv, a3);
+        }
+        tot0 = _mm256_fmadd_ps(a0, _mm256_set1_ps(sc[0][g]), tot0);
+        tot1 = _mm256_fmadd_ps(a1, _mm256_set1_ps(sc[1][g]), tot1);
+        tot2 = _mm256_fmadd_ps(a2, _mm256_set1_ps(sc[2][g]), tot2);
+        tot3 = _mm256_fmadd_ps(a3, _mm256_set1_ps(sc[3][g]), tot3);
+    }
+    float out[4] = {hsum8(tot0) + bias[0], hsum8(tot1) + bias[1], hsum8(tot2) + bias[2], hsum8(tot3) + bias[3]};
+    for (int j = 0; j < nr; j++)
+        y[j] = out[j];
+}
+
+/* Two rows against two tokens, same factorisation. */
+JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
+                    const float *xs0, const float *xs1, float *y0, float *y1) {
+    int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
+    int64_t ra = rid[0], rb = rid[nr > 1 ? 1 : 0];
+    const uint32_t *r0 = (const uint32_t *)w->data + ra * words;
+    const uint32_t *r1 = (const uint32_t *)w->data + rb * words;
+    float s0[Q4_MAX_GROUPS], s1[Q4_MAX_GROUPS];
+    float b00 = q4_row_params(w, ra, xs0, s0), b10 = q4_row_params(w, rb, xs0, s1);
+    float b01 = 0.0f, b11 = 0.0f;
+    for (int64_t g = 0; g < groups; g++) {
+        b01 += load_scale(w->stype, w->biases, ra * groups + g) * xs1[g];
+        b11 += load_scale(w->stype, w->biases, rb * groups + g) * xs1[g];
+    }
+    __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00;
+    for (int64_t g = 0; g < groups; g++) {
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
+        for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
+            __m256 xa = _mm256_loadu_ps(x0 + c), xb = _mm256_loadu_ps(x1 + c);
+            __m256 q0 = q4x8(r0 + c / 8), q1 = q4x8(r1 + c / 8);
+            a00 = _mm256_fmadd_ps(q0, xa, a00);
+            a01 = _mm256_fmadd_ps(q0, xb, a01);
+            a10 = _mm256_fmadd_ps(q1, xa, a10);
+            a11 = _mm256_fmadd_ps(q1, xb, a11);
+        }
+        __m256 sa = _mm256_set1_ps(s0[g]), sb = _mm256_set1_ps(s1[g]);
+        t00 = _mm256_fmadd_ps(a00, sa, t00);
+        t01 = _mm256_fmadd_ps(a01, sa, t01);
+        t10 = _mm256_fmadd_ps(a10, sb, t10);
+        t11 = _mm256_fmadd_ps(a11, sb, t11);
+    }
+    y0[0] = hsum8(t00) + b00;
+    y1[0] = hsum8(t01) + b01;
+    if (nr > 1) {
+        y0[1] = hsum8(t10) + b10;
+        y1[1] = hsum8(t11) + b11;
+    }
 }
 
 struct mm_job {
@@ -241,12 +320,13 @@ struct mm_job {
     int64_t n;
     float *y;               /* [n][n_out] */
     int64_t share;          /* big path: output rows per task */
+    const float *xs;        /* 4-bit fused path: [n][groups] sums of x per group, computed once per call */
 };
 
 static int64_t row_id(const struct mm_job *j, int64_t r) { return j->row_ids ? j->row_ids[r] : r; }
 
 /* Rows [r0, r0 + nr) of the output (nr <= 4) against tokens t and t+1 (nt = 1 or 2). */
-static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
+JEV_AVX2 static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
     const float *x0 = j->x + t * cols, *x1 = nt > 1 ? x0 + cols : x0;
@@ -271,7 +351,7 @@ static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, i
         break;
     }
     case K_Q4:
-    case K_Q8: (j->kind == K_Q4 ? fused_q4 : fused_q8)(w, rid, nr, x0, x1, y0, y1); break;
+    case K_Q8: fused_q8(w, rid, nr, x0, x1, y0, y1); break; /* K_Q4 rows go through fused_task_q4 */
     case K_GENERIC: {
         /* dequantize the rows into scratch, then the f32 kernel (cols need not be a multiple of 8) */
         for (int q = 0; q < nr; q++) {
@@ -294,11 +374,48 @@ static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, i
     }
 }
 
-static void fused_task(void *arg, int64_t task, int thread) {
+/* The 4-bit rows of a task: 4 rows x 1 token or 2 rows x 2 tokens at a time. */
+JEV_AVX2 static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
+    const struct jev_matrix *w = j->w;
+    int64_t cols = w->cols, groups = cols / w->group;
+    const float *xs = j->xs;
+    for (int64_t t = 0; t < j->n; t += 2) {
+        const float *x0 = j->x + t * cols;
+        if (t + 1 < j->n) {
+            for (int64_t r = r0; r < r1; r += 2) {
+                int nr = r1 - r < 2 ? 1 : 2;
+                int64_t rid[2] = {row_id(j, r), row_id(j, r + (nr > 1 ? 1 : 0))};
+                float y0[2], y1[2];
+                q4_2tok(w, rid, nr, x0, x0 + cols, xs + t * groups, xs + (t + 1) * groups, y0, y1);
+                for (int q = 0; q < nr; q++) {
+                    j->y[t * j->n_out + r + q] = y0[q];
+                    j->y[(t + 1) * j->n_out + r + q] = y1[q];
+                }
+            }
+        } else {
+            for (int64_t r = r0; r < r1; r += 4) {
+                int nr = (int)(r1 - r < 4 ? r1 - r : 4);
+                int64_t rid[4];
+                for (int q = 0; q < 4; q++)
+                    rid[q] = row_id(j, r + (q < nr ? q : 0));
+                float y[4];
+                q4_1tok(w, rid, nr, x0, xs + t * groups, y);
+                for (int q = 0; q < nr; q++)
+                    j->y[t * j->n_out + r + q] = y[q];
+            }
+        }
+    }
+}
+
+JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     float *scratch = jev_cpu_scratch(j->be, thread);
     int64_t r0 = task * ROWS_PER_TASK;
     int64_t r1 = r0 + ROWS_PER_TASK < j->n_out ? r0 + ROWS_PER_TASK : j->n_out;
+    if (j->kind == K_Q4) {
+        fused_task_q4(j, r0, r1);
+        return;
+    }
     for (int64_t r = r0; r < r1; r += 4) {
         int nr = (int)(r1 - r < 4 ? r1 - r : 4);
         for (int64_t t = 0; t < j->n; t += 2)
@@ -308,7 +425,7 @@ static void fused_task(void *arg, int64_t task, int thread) {
 
 /* ---- sgemm path (many tokens) ---- */
 
-static void gemm_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
@@ -333,7 +450,7 @@ static void gemm_task(void *arg, int64_t task, int thread) {
 
 /* ---- entry points ---- */
 
-static void run(struct mm_job *j) {
+JEV_AVX2 static void run(struct mm_job *j) {
     JEV_ASSERT(j->w->cols <= JEV_CPU_WBUF_FLOATS && 4 * (int64_t)j->w->cols <= JEV_CPU_SCRATCH_FLOATS);
     if (j->n_out <= 0 || j->n <= 0)
         return;
@@ -345,24 +462,50 @@ static void run(struct mm_job *j) {
         jev_pool_run(j->be->pool, tasks, gemm_task, j);
         return;
     }
+    if (j->kind == K_Q4) {
+        /* group sums of x, once per call, in the upper half of the caller's scratch (tasks do not use it) */
+        int64_t groups = j->w->cols / j->w->group;
+        float *xs = jev_cpu_scratch(j->be, 0) + JEV_CPU_SCRATCH_FLOATS / 2;
+        JEV_ASSERT(j->n * groups <= JEV_CPU_SCRATCH_FLOATS / 2);
+        for (int64_t t = 0; t < j->n; t++)
+            for (int64_t g = 0; g < groups; g++) {
+                const float *xg = j->x + t * j->w->cols + g * j->w->group;
+                __m256 acc = _mm256_setzero_ps();
+                for (int64_t c = 0; c < j->w->group; c += 8)
+                    acc = _mm256_add_ps(acc, _mm256_loadu_ps(xg + c));
+                xs[t * groups + g] = hsum8(acc);
+            }
+        j->xs = xs;
+    }
     jev_pool_run(j->be->pool, (j->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, fused_task, j);
 }
 
 void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
-    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0};
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_matmul(be, w, x, n, y);
+        return;
+    }
+    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, NULL};
     run(&j);
 }
 
 void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                               int32_t n_rows, const float *x, int64_t n, float *y) {
-    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0};
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_matmul_rows(be, w, row_ids, n_rows, x, n, y);
+        return;
+    }
+    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, NULL};
     run(&j);
 }
 
 /* Embedding rows through the same dequantization (bit-identical to jev_matrix_row). */
 void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
                         float *out) {
-    (void)be;
+    if (!jev_cpu_has_avx2()) {
+        jev_cpu_embed(be, w, ids, n, out);
+        return;
+    }
     enum kind k = kind_of(w);
     for (int64_t t = 0; t < n; t++)
         dequant_row(w, k, ids[t], out + t * w->cols);

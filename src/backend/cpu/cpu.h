@@ -21,6 +21,18 @@ struct jev_backend {
     float *wbuf;             /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
 };
 
+/*
+ * The fast kernels (cpu-matmul.c, cpu-lm-fast.c) use AVX2, FMA and F16C
+ * intrinsics. Their functions carry JEV_AVX2 so that the files build with
+ * any -march (the sanitizer and fuzz builds pass none); the public entry
+ * points check jev_cpu_has_avx2() and fall back to the scalar references.
+ */
+#define JEV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+static inline bool jev_cpu_has_avx2(void) {
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+}
+
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
 static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
     return be->scratch + (size_t)thread * JEV_CPU_SCRATCH_FLOATS;
