@@ -50,14 +50,20 @@ static void test_attention_fast_vs_reference(void **state) {
             qkv[i] = (0.1f + 2.0f * cosf((float)i)) * (k % 2 ? 1.5f : 0.4f);
         float scale = 1.0f / sqrtf((float)hd);
         jev_cpu_vision_attention_ref(be, qkv, n, H, hd, scale, a);
-        jev_cpu_ops.vision_attention(be, qkv, n, H, hd, scale, b);
-        double num = 0, den = 0;
-        for (size_t i = 0; i < (size_t)n * H * hd; i++) {
-            num += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
-            den += (double)a[i] * (double)a[i];
+        for (int scalar = 0; scalar < 2; scalar++) { /* the table's kernels (AVX2 here), then the scalar ones */
+            if (scalar)
+                jev_cpu_vision_attention_blocked(be, qkv, n, H, hd, scale, b, true);
+            else
+                jev_cpu_ops.vision_attention(be, qkv, n, H, hd, scale, b);
+            double num = 0, den = 0;
+            for (size_t i = 0; i < (size_t)n * H * hd; i++) {
+                num += ((double)a[i] - (double)b[i]) * ((double)a[i] - (double)b[i]);
+                den += (double)a[i] * (double)a[i];
+            }
+            if (!(num / den <= 1e-10))
+                fail_msg("vision_attention%s n=%d heads=%d hd=%d: NMSE %g", scalar ? " (scalar kernels)" : "", n, H,
+                         hd, num / den);
         }
-        if (!(num / den <= 1e-10))
-            fail_msg("vision_attention n=%d heads=%d hd=%d: NMSE %g", n, H, hd, num / den);
         free(qkv);
         free(a);
         free(b);
@@ -137,38 +143,12 @@ static void test_forward_in_memory_model(void **state) {
     vref_model_free(&m);
 }
 
-/* The tiny synthetic model (configs/tiny.json) of a layout, made with `jev synth` under $JEV_TEST_DIR. */
-static struct jev_model *open_tiny(const char *layout) {
-    const char *bin = getenv("JEV_JEV_BIN"), *dir = getenv("JEV_TEST_DIR");
-    char path[1024], cmd[2048];
-    if (!dir)
-        dir = "build/test-data";
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
-    assert_int_equal(system(cmd), 0);
-    snprintf(path, sizeof path, "%s/vision-tiny-%s", dir, layout);
-    FILE *f;
-    snprintf(cmd, sizeof cmd, "%s/config.json", path);
-    if (!(f = fopen(cmd, "r"))) {
-        snprintf(cmd, sizeof cmd, "%s synth --config configs/tiny.json --seed 1 --layout %s --out %s > /dev/null",
-                 bin ? bin : "build/jev", layout, path);
-        if (system(cmd) != 0)
-            fail_msg("cannot synthesize the tiny model: %s", cmd);
-    } else {
-        fclose(f);
-    }
-    struct jev_model *m = NULL;
-    struct jev_error err = {0};
-    if (jev_model_open(path, NULL, &m, &err) != JEV_OK)
-        fail_msg("%s: %s", path, err.msg);
-    return m;
-}
-
 static void test_forward_tiny_synth_both_layouts(void **state) {
     (void)state;
     const char *layouts[] = {"hf", "mlx4"};
     const struct fwd_case cases[] = {{6, 8}, {4, 4}};
     for (int k = 0; k < 2; k++) {
-        struct jev_model *m = open_tiny(layouts[k]);
+        struct jev_model *m = vref_open_tiny(layouts[k]);
         assert_true(m->config.has_vision);
         run_forward_vs_ref(&m->config.vision, &m->weights.vision, cases, 2, 2e-5);
         jev_model_free(m);

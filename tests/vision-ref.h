@@ -13,10 +13,12 @@
 #define JEV_TESTS_VISION_REF_H
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/config.h"  // defines: struct jev_vision_config
+#include "model/model.h"   // defines: jev_model_open
 #include "model/weights.h" // defines: struct jev_vision_weights, jev_matrix_get
 
 /* ---- deterministic numbers ---- */
@@ -247,6 +249,34 @@ static inline void vref_forward(const struct jev_vision_config *c, const struct 
     free(mlp);
     free(px);
     free(sc);
+}
+
+/* ---- the tiny synthetic model ---- */
+
+/* The tiny synthetic model (configs/tiny.json) of a layout, made with `jev synth` under $JEV_TEST_DIR. */
+static inline struct jev_model *vref_open_tiny(const char *layout) {
+    const char *bin = getenv("JEV_JEV_BIN"), *dir = getenv("JEV_TEST_DIR");
+    char path[1024], cmd[2048];
+    if (!dir)
+        dir = "build/test-data";
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/vision-tiny-%s", dir, layout);
+    FILE *f;
+    snprintf(cmd, sizeof cmd, "%s/config.json", path);
+    if (!(f = fopen(cmd, "r"))) {
+        snprintf(cmd, sizeof cmd, "%s synth --config configs/tiny.json --seed 1 --layout %s --out %s > /dev/null",
+                 bin ? bin : "build/jev", layout, path);
+        if (system(cmd) != 0)
+            fail_msg("cannot synthesize the tiny model: %s", cmd);
+    } else {
+        fclose(f);
+    }
+    struct jev_model *m = NULL;
+    struct jev_error err = {0};
+    if (jev_model_open(path, NULL, &m, &err) != JEV_OK)
+        fail_msg("%s: %s", path, err.msg);
+    return m;
 }
 
 #endif

@@ -9,8 +9,9 @@
  * chunks of 128 with an online softmax (running max and sum, as torch's CPU
  * flash attention does), the q.k^T and p.v products as 4x16 register tiles
  * with AVX2 FMA, and a vectorised exp (Cephes polynomial, within 2 ulp of
- * expf). It fits the per-thread scratch for any number of patches and never
- * allocates. tests/test-vision.c checks it against the reference (NMSE).
+ * expf); on a CPU without AVX2 the same blocking runs scalar kernels. It fits
+ * the per-thread scratch for any number of patches and never allocates.
+ * tests/test-vision.c checks both kernel sets against the reference (NMSE).
  *
  * Rotary and the position add are cheap (n * D work) and stay scalar, in
  * torch's operation order.
@@ -21,12 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define VISION_AVX2 1
-#else
-#define VISION_AVX2 0
-#endif
+
+/* The AVX2 kernels carry this attribute, so the file builds with any -march (the sanitizer and fuzz builds
+ * pass none); jev_cpu_vision_attention checks the CPU at run time and uses the scalar kernels otherwise. */
+#define VISION_AVX2 __attribute__((target("avx2,fma")))
 
 /* ---- rotary ---- */
 
@@ -131,12 +131,59 @@ struct att_job {
     float scale;      /* softmax scale */
     float *out;       /* [n][dim] */
     int64_t qblocks;  /* ceil(n / ATT_BQ) */
+    bool avx2;        /* use the AVX2 kernels */
 };
 
-#if VISION_AVX2
+/* The three kernels of one key chunk, over a query block:
+ *   qk:      S[BQ][BK] = Q[BQ][hd] . KT[hd][BK] * scale
+ *   softmax: per query row i < nq: new running max, alpha = exp(m_old - m_new), S <- exp(S - m_new) over the nk
+ *            real keys (0 on the padding), l = l * alpha + sum, O[i] *= alpha
+ *   pv:      O[i][:] += sum_c S[i][c] * V[c][:] over the nk keys (V rows `stride` apart) */
+
+static void qk_scalar(const float *Q, const float *KT, int32_t hd, float scale, float *S) {
+    for (int64_t i = 0; i < ATT_BQ; i++)
+        for (int64_t c = 0; c < ATT_BK; c++) {
+            float acc = 0.0f;
+            for (int32_t d = 0; d < hd; d++)
+                acc += Q[i * hd + d] * KT[(int64_t)d * ATT_BK + c];
+            S[i * ATT_BK + c] = acc * scale;
+        }
+}
+
+static void softmax_scalar(float *S, int64_t nq, int64_t nk, float *m, float *l, float *O, int32_t hd) {
+    for (int64_t i = 0; i < nq; i++) {
+        float *s = S + i * ATT_BK, mc = -INFINITY;
+        for (int64_t c = 0; c < nk; c++)
+            mc = s[c] > mc ? s[c] : mc;
+        float mn = m[i] > mc ? m[i] : mc, alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn), sum = 0.0f;
+        int64_t c = 0;
+        for (; c < nk; c++) {
+            s[c] = expf(s[c] - mn);
+            sum += s[c];
+        }
+        for (; c < ATT_BK; c++)
+            s[c] = 0.0f;
+        l[i] = l[i] * alpha + sum;
+        m[i] = mn;
+        for (int32_t d = 0; d < hd; d++)
+            O[i * hd + d] *= alpha;
+    }
+}
+
+static void pv_scalar(const float *S, const float *V, int64_t stride, int64_t nq, int64_t nk, int32_t hd, float *O) {
+    for (int64_t i = 0; i < nq; i++)
+        for (int64_t c = 0; c < nk; c++) {
+            float pc = S[i * ATT_BK + c];
+            const float *v = V + c * stride;
+            float *o = O + i * hd;
+            for (int32_t d = 0; d < hd; d++)
+                o[d] += pc * v[d];
+        }
+}
+
 /* exp(x) for 8 floats: Cephes expf (range reduction by ln 2 in two parts, degree-5 polynomial); inputs below
- * -88.38 give 0, which is what a softmax wants for masked or far-below-max scores. */
-static inline __m256 vexp(__m256 x) {
+ * -88.38 give 0, which is what a softmax wants for far-below-max scores. */
+VISION_AVX2 static inline __m256 vexp(__m256 x) {
     const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-88.3762626647949f);
     x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
     __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
@@ -153,20 +200,121 @@ static inline __m256 vexp(__m256 x) {
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
 }
 
-static inline float hmax8(__m256 v) {
+VISION_AVX2 static inline float hmax8(__m256 v) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
     return _mm_cvtss_f32(m);
 }
 
-static inline float hsum8(__m256 v) {
+VISION_AVX2 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
     return _mm_cvtss_f32(s);
 }
-#endif
+
+/* 4 queries x 16 keys per register tile (8 accumulators), the head dim as the inner loop */
+VISION_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, float scale, float *S) {
+    const __m256 sc = _mm256_set1_ps(scale);
+    for (int64_t i = 0; i < ATT_BQ; i += 4) {
+        for (int64_t c = 0; c < ATT_BK; c += 16) {
+            __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
+                   a31 = a00;
+            for (int32_t d = 0; d < hd; d++) {
+                const float *kt = KT + (int64_t)d * ATT_BK + c;
+                __m256 k0 = _mm256_loadu_ps(kt), k1 = _mm256_loadu_ps(kt + 8);
+                __m256 b0 = _mm256_broadcast_ss(Q + (i + 0) * hd + d), b1 = _mm256_broadcast_ss(Q + (i + 1) * hd + d);
+                __m256 b2 = _mm256_broadcast_ss(Q + (i + 2) * hd + d), b3 = _mm256_broadcast_ss(Q + (i + 3) * hd + d);
+                a00 = _mm256_fmadd_ps(b0, k0, a00);
+                a01 = _mm256_fmadd_ps(b0, k1, a01);
+                a10 = _mm256_fmadd_ps(b1, k0, a10);
+                a11 = _mm256_fmadd_ps(b1, k1, a11);
+                a20 = _mm256_fmadd_ps(b2, k0, a20);
+                a21 = _mm256_fmadd_ps(b2, k1, a21);
+                a30 = _mm256_fmadd_ps(b3, k0, a30);
+                a31 = _mm256_fmadd_ps(b3, k1, a31);
+            }
+            float *s = S + i * ATT_BK + c;
+            _mm256_storeu_ps(s, _mm256_mul_ps(a00, sc));
+            _mm256_storeu_ps(s + 8, _mm256_mul_ps(a01, sc));
+            _mm256_storeu_ps(s + ATT_BK, _mm256_mul_ps(a10, sc));
+            _mm256_storeu_ps(s + ATT_BK + 8, _mm256_mul_ps(a11, sc));
+            _mm256_storeu_ps(s + 2 * ATT_BK, _mm256_mul_ps(a20, sc));
+            _mm256_storeu_ps(s + 2 * ATT_BK + 8, _mm256_mul_ps(a21, sc));
+            _mm256_storeu_ps(s + 3 * ATT_BK, _mm256_mul_ps(a30, sc));
+            _mm256_storeu_ps(s + 3 * ATT_BK + 8, _mm256_mul_ps(a31, sc));
+        }
+    }
+}
+
+VISION_AVX2 static void softmax_avx2(float *S, int64_t nq, int64_t nk, float *m, float *l, float *O, int32_t hd) {
+    for (int64_t i = 0; i < nq; i++) {
+        float *s = S + i * ATT_BK, mc = -INFINITY;
+        int64_t c = 0;
+        __m256 mv = _mm256_set1_ps(-INFINITY);
+        for (; c + 8 <= nk; c += 8)
+            mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + c));
+        mc = hmax8(mv);
+        for (; c < nk; c++)
+            mc = s[c] > mc ? s[c] : mc;
+        float mn = m[i] > mc ? m[i] : mc, alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn);
+        __m256 mnv = _mm256_set1_ps(mn), sv = _mm256_setzero_ps();
+        for (c = 0; c + 8 <= nk; c += 8) {
+            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(s + c), mnv));
+            _mm256_storeu_ps(s + c, e);
+            sv = _mm256_add_ps(sv, e);
+        }
+        float sum = hsum8(sv);
+        for (; c < nk; c++) {
+            s[c] = expf(s[c] - mn);
+            sum += s[c];
+        }
+        for (; c < ATT_BK; c++) /* padded keys weigh nothing */
+            s[c] = 0.0f;
+        l[i] = l[i] * alpha + sum;
+        m[i] = mn;
+        for (int32_t d = 0; d < hd; d++)
+            O[i * hd + d] *= alpha;
+    }
+}
+
+/* 4 queries x 16 output dims per register tile, the keys as the inner loop; hd % 16 == 0 */
+VISION_AVX2 static void pv_avx2(const float *S, const float *V, int64_t stride, int64_t nq, int64_t nk, int32_t hd,
+                                float *O) {
+    for (int64_t i = 0; i < nq; i += 4) { /* rows past nq have zero weights (S zeroed) and are never stored */
+        for (int32_t d = 0; d < hd; d += 16) {
+            float *o0 = O + i * hd + d;
+            __m256 a00 = _mm256_loadu_ps(o0), a01 = _mm256_loadu_ps(o0 + 8);
+            __m256 a10 = _mm256_loadu_ps(o0 + hd), a11 = _mm256_loadu_ps(o0 + hd + 8);
+            __m256 a20 = _mm256_loadu_ps(o0 + 2 * hd), a21 = _mm256_loadu_ps(o0 + 2 * hd + 8);
+            __m256 a30 = _mm256_loadu_ps(o0 + 3 * hd), a31 = _mm256_loadu_ps(o0 + 3 * hd + 8);
+            const float *p = S + i * ATT_BK;
+            for (int64_t c = 0; c < nk; c++) {
+                const float *v = V + c * stride + d;
+                __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+                __m256 b0 = _mm256_broadcast_ss(p + c), b1 = _mm256_broadcast_ss(p + ATT_BK + c);
+                __m256 b2 = _mm256_broadcast_ss(p + 2 * ATT_BK + c), b3 = _mm256_broadcast_ss(p + 3 * ATT_BK + c);
+                a00 = _mm256_fmadd_ps(b0, v0, a00);
+                a01 = _mm256_fmadd_ps(b0, v1, a01);
+                a10 = _mm256_fmadd_ps(b1, v0, a10);
+                a11 = _mm256_fmadd_ps(b1, v1, a11);
+                a20 = _mm256_fmadd_ps(b2, v0, a20);
+                a21 = _mm256_fmadd_ps(b2, v1, a21);
+                a30 = _mm256_fmadd_ps(b3, v0, a30);
+                a31 = _mm256_fmadd_ps(b3, v1, a31);
+            }
+            _mm256_storeu_ps(o0, a00);
+            _mm256_storeu_ps(o0 + 8, a01);
+            _mm256_storeu_ps(o0 + hd, a10);
+            _mm256_storeu_ps(o0 + hd + 8, a11);
+            _mm256_storeu_ps(o0 + 2 * hd, a20);
+            _mm256_storeu_ps(o0 + 2 * hd + 8, a21);
+            _mm256_storeu_ps(o0 + 3 * hd, a30);
+            _mm256_storeu_ps(o0 + 3 * hd + 8, a31);
+        }
+    }
+}
 
 /* One task: ATT_BQ queries of one head against every key. Scratch layout (floats):
  * Q [BQ][hd] | KT [hd][BK] | S [BQ][BK] | O [BQ][hd] | m [BQ] | l [BQ]. */
@@ -201,138 +349,20 @@ static void att_task(void *arg, int64_t task, int thread) {
                     KT[(int64_t)d * ATT_BK + c] = 0.0f;
             }
         }
-        /* S = Q K^T * scale */
-#if VISION_AVX2
-        for (int64_t i = 0; i < ATT_BQ; i += 4) {
-            for (int64_t c = 0; c < ATT_BK; c += 16) {
-                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00,
-                       a31 = a00;
-                for (int32_t d = 0; d < hd; d++) {
-                    const float *kt = KT + (int64_t)d * ATT_BK + c;
-                    __m256 k0v = _mm256_loadu_ps(kt), k1v = _mm256_loadu_ps(kt + 8);
-                    __m256 b0 = _mm256_broadcast_ss(Q + (i + 0) * hd + d), b1 = _mm256_broadcast_ss(Q + (i + 1) * hd + d);
-                    __m256 b2 = _mm256_broadcast_ss(Q + (i + 2) * hd + d), b3 = _mm256_broadcast_ss(Q + (i + 3) * hd + d);
-                    a00 = _mm256_fmadd_ps(b0, k0v, a00);
-                    a01 = _mm256_fmadd_ps(b0, k1v, a01);
-                    a10 = _mm256_fmadd_ps(b1, k0v, a10);
-                    a11 = _mm256_fmadd_ps(b1, k1v, a11);
-                    a20 = _mm256_fmadd_ps(b2, k0v, a20);
-                    a21 = _mm256_fmadd_ps(b2, k1v, a21);
-                    a30 = _mm256_fmadd_ps(b3, k0v, a30);
-                    a31 = _mm256_fmadd_ps(b3, k1v, a31);
-                }
-                __m256 sc = _mm256_set1_ps(j->scale);
-                float *s = S + i * ATT_BK + c;
-                _mm256_storeu_ps(s, _mm256_mul_ps(a00, sc));
-                _mm256_storeu_ps(s + 8, _mm256_mul_ps(a01, sc));
-                _mm256_storeu_ps(s + ATT_BK, _mm256_mul_ps(a10, sc));
-                _mm256_storeu_ps(s + ATT_BK + 8, _mm256_mul_ps(a11, sc));
-                _mm256_storeu_ps(s + 2 * ATT_BK, _mm256_mul_ps(a20, sc));
-                _mm256_storeu_ps(s + 2 * ATT_BK + 8, _mm256_mul_ps(a21, sc));
-                _mm256_storeu_ps(s + 3 * ATT_BK, _mm256_mul_ps(a30, sc));
-                _mm256_storeu_ps(s + 3 * ATT_BK + 8, _mm256_mul_ps(a31, sc));
-            }
-        }
-#else
-        for (int64_t i = 0; i < ATT_BQ; i++)
-            for (int64_t c = 0; c < ATT_BK; c++) {
-                float acc = 0.0f;
-                for (int32_t d = 0; d < hd; d++)
-                    acc += Q[i * hd + d] * KT[(int64_t)d * ATT_BK + c];
-                S[i * ATT_BK + c] = acc * j->scale;
-            }
-#endif
-        /* online softmax: new running max, rescale what was accumulated, exponentiate this chunk */
-        for (int64_t i = 0; i < nq; i++) {
-            float *s = S + i * ATT_BK;
-            float mc = -INFINITY;
-            int64_t c = 0;
-#if VISION_AVX2
-            if (nk == ATT_BK) {
-                __m256 mv = _mm256_set1_ps(-INFINITY);
-                for (; c < ATT_BK; c += 8)
-                    mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + c));
-                mc = hmax8(mv);
-            }
-#endif
-            for (; c < nk; c++)
-                mc = s[c] > mc ? s[c] : mc;
-            float mn = m[i] > mc ? m[i] : mc;
-            float alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn);
-            float sum = 0.0f;
-            c = 0;
-#if VISION_AVX2
-            __m256 mnv = _mm256_set1_ps(mn), sv = _mm256_setzero_ps();
-            for (; c + 8 <= nk; c += 8) {
-                __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(s + c), mnv));
-                _mm256_storeu_ps(s + c, e);
-                sv = _mm256_add_ps(sv, e);
-            }
-            sum = hsum8(sv);
-#endif
-            for (; c < nk; c++) {
-                s[c] = expf(s[c] - mn);
-                sum += s[c];
-            }
-            for (; c < ATT_BK; c++) /* padded keys weigh nothing */
-                s[c] = 0.0f;
-            l[i] = l[i] * alpha + sum;
-            m[i] = mn;
-            float *o = O + i * hd;
-            for (int32_t d = 0; d < hd; d++)
-                o[d] *= alpha;
-        }
-        for (int64_t i = nq; i < ATT_BQ; i++)
-            memset(S + i * ATT_BK, 0, ATT_BK * sizeof(float));
-        /* O += P V over this chunk's keys */
         const float *V = j->qkv + k0 * stride + 2 * dim + (int64_t)h * hd;
-#if VISION_AVX2
-        if (hd % 16 == 0) {
-            for (int64_t i = 0; i < ATT_BQ; i += 4) {
-                if (i >= nq)
-                    break;
-                for (int32_t d = 0; d < hd; d += 16) {
-                    float *o0 = O + i * hd + d;
-                    __m256 a00 = _mm256_loadu_ps(o0), a01 = _mm256_loadu_ps(o0 + 8);
-                    __m256 a10 = _mm256_loadu_ps(o0 + hd), a11 = _mm256_loadu_ps(o0 + hd + 8);
-                    __m256 a20 = _mm256_loadu_ps(o0 + 2 * hd), a21 = _mm256_loadu_ps(o0 + 2 * hd + 8);
-                    __m256 a30 = _mm256_loadu_ps(o0 + 3 * hd), a31 = _mm256_loadu_ps(o0 + 3 * hd + 8);
-                    const float *p = S + i * ATT_BK;
-                    for (int64_t c = 0; c < nk; c++) {
-                        const float *v = V + c * stride + d;
-                        __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
-                        __m256 b0 = _mm256_broadcast_ss(p + c), b1 = _mm256_broadcast_ss(p + ATT_BK + c);
-                        __m256 b2 = _mm256_broadcast_ss(p + 2 * ATT_BK + c), b3 = _mm256_broadcast_ss(p + 3 * ATT_BK + c);
-                        a00 = _mm256_fmadd_ps(b0, v0, a00);
-                        a01 = _mm256_fmadd_ps(b0, v1, a01);
-                        a10 = _mm256_fmadd_ps(b1, v0, a10);
-                        a11 = _mm256_fmadd_ps(b1, v1, a11);
-                        a20 = _mm256_fmadd_ps(b2, v0, a20);
-                        a21 = _mm256_fmadd_ps(b2, v1, a21);
-                        a30 = _mm256_fmadd_ps(b3, v0, a30);
-                        a31 = _mm256_fmadd_ps(b3, v1, a31);
-                    }
-                    _mm256_storeu_ps(o0, a00);
-                    _mm256_storeu_ps(o0 + 8, a01);
-                    _mm256_storeu_ps(o0 + hd, a10);
-                    _mm256_storeu_ps(o0 + hd + 8, a11);
-                    _mm256_storeu_ps(o0 + 2 * hd, a20);
-                    _mm256_storeu_ps(o0 + 2 * hd + 8, a21);
-                    _mm256_storeu_ps(o0 + 3 * hd, a30);
-                    _mm256_storeu_ps(o0 + 3 * hd + 8, a31);
-                }
-            }
-            continue;
+        if (j->avx2) {
+            qk_avx2(Q, KT, hd, j->scale, S);
+            softmax_avx2(S, nq, nk, m, l, O, hd);
+        } else {
+            qk_scalar(Q, KT, hd, j->scale, S);
+            softmax_scalar(S, nq, nk, m, l, O, hd);
         }
-#endif
-        for (int64_t i = 0; i < nq; i++)
-            for (int64_t c = 0; c < nk; c++) {
-                float pc = S[i * ATT_BK + c];
-                const float *v = V + c * stride;
-                float *o = O + i * hd;
-                for (int32_t d = 0; d < hd; d++)
-                    o[d] += pc * v[d];
-            }
+        for (int64_t i = nq; i < ATT_BQ; i++) /* padded queries: no weight */
+            memset(S + i * ATT_BK, 0, ATT_BK * sizeof(float));
+        if (j->avx2 && hd % 16 == 0)
+            pv_avx2(S, V, stride, nq, nk, hd, O);
+        else
+            pv_scalar(S, V, stride, nq, nk, hd, O);
     }
     for (int64_t i = 0; i < nq; i++) {
         float *dst = j->out + (q0 + i) * dim + (int64_t)h * hd;
@@ -341,14 +371,21 @@ static void att_task(void *arg, int64_t task, int thread) {
     }
 }
 
-void jev_cpu_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
-                              float scale, float *out) {
+/* Exposed for the parity test: force_scalar runs the blocked form with the scalar kernels. */
+void jev_cpu_vision_attention_blocked(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads,
+                                      int32_t head_dim, float scale, float *out, bool force_scalar) {
     JEV_ASSERT(head_dim > 0 && head_dim <= ATT_MAX_HD);
     /* scratch: Q + KT + S + O + m + l, well inside the per-thread floats */
     JEV_ASSERT((int64_t)ATT_BQ * head_dim * 2 + (int64_t)head_dim * ATT_BK + ATT_BQ * ATT_BK + 2 * ATT_BQ <=
                JEV_CPU_SCRATCH_FLOATS);
     if (n <= 0)
         return;
-    struct att_job j = {be, qkv, n, n_heads, head_dim, scale, out, (n + ATT_BQ - 1) / ATT_BQ};
+    bool avx2 = !force_scalar && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    struct att_job j = {be, qkv, n, n_heads, head_dim, scale, out, (n + ATT_BQ - 1) / ATT_BQ, avx2};
     jev_pool_run(be->pool, (int64_t)n_heads * j.qblocks, att_task, &j);
+}
+
+void jev_cpu_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                              float scale, float *out) {
+    jev_cpu_vision_attention_blocked(be, qkv, n, n_heads, head_dim, scale, out, false);
 }
