@@ -239,15 +239,10 @@ int cmd_decide(int argc, char **argv) {
                 rerr.type ? rerr.type : "", rerr.message);
         return 1;
     }
-    if (image) {
-        if (r.has_image) {
-            fprintf(stderr, "jev decide: the request already carries an image; --image adds one to a request "
-                            "without\n");
-            jev_request_free(&r);
-            return 2;
-        }
-        r.has_image = true;
-        r.image.path = image;
+    if (image && jev_request_set_image_path(&r, image, &rerr) != JEV_OK) {
+        fprintf(stderr, "jev decide: --image: %s\n", rerr.message);
+        jev_request_free(&r);
+        return 2;
     }
 
     /* model, engine, decider */

@@ -11,10 +11,10 @@
  *   scoring_ms  the decode forwards (one token each, full-vocabulary
  *               logits, argmax), until an EOS id of the model or the budget
  *               max(128, 24 x questions) (or p.max_new_tokens)
- * The output text is the new tokens' bytes (EOS excluded), ill-formed UTF-8
- * replaced by U+FFFD; an id the tokenizer has no piece for (a synthetic
- * model's vocabulary is larger than the stand-in tokenizer's) becomes
- * U+FFFD too.
+ * The output text is the tokenizer's decode of the new ids (EOS excluded,
+ * special tokens kept); an id the tokenizer has no token for (a synthetic
+ * model's vocabulary is larger than the stand-in tokenizer's) is dropped, as
+ * `tokenizers` drops it (docs/bench-inputs.md).
  */
 #include "decide/pipeline-int.h" // defines: struct dc_req
 
@@ -22,7 +22,6 @@
 #include <string.h>
 
 #include "base/timing.h" // defines: jev_now_ms
-#include "text/utf8.h"   // defines: jev_utf8_sanitize
 
 static int32_t argmax_row(const float *x, int64_t n) {
     int32_t best = 0;
@@ -39,34 +38,25 @@ static bool is_eos(const struct jev_config *c, int32_t id) {
     return false;
 }
 
-/* The bytes of the generated ids, as valid UTF-8 (malloc'd; *len without the NUL). */
-static char *render(const struct jev_tokenizer *tok, const int32_t *ids, int32_t n, size_t *len) {
-    size_t raw = 0;
+/*
+ * The text of the generated ids: the tokenizer's decode (special tokens
+ * kept, ill-formed UTF-8 as U+FFFD), dropping the ids it has no token for -
+ * what `tokenizers` does, so a peer's raw output compares byte for byte.
+ */
+static enum jev_status render(const struct jev_tokenizer *tok, const int32_t *ids, int32_t n, char **text,
+                              size_t *len, struct jev_error *err) {
+    int32_t *known = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
+    if (!known)
+        return jev_fail(err, JEV_ERR_NOMEM, "out of memory for the generated text");
+    int32_t k = 0;
     for (int32_t i = 0; i < n; i++) {
         size_t l = 0;
-        raw += jev_tokenizer_piece_bytes(tok, ids[i], &l) ? l : 3;
+        if (jev_tokenizer_piece(tok, ids[i], &l))
+            known[k++] = ids[i];
     }
-    char *a = malloc(raw + 1), *b = malloc(3 * raw + 1);
-    if (!a || !b) {
-        free(a);
-        free(b);
-        return NULL;
-    }
-    size_t at = 0;
-    for (int32_t i = 0; i < n; i++) {
-        size_t l = 0;
-        const char *p = jev_tokenizer_piece_bytes(tok, ids[i], &l);
-        if (!p) {
-            p = "\xEF\xBF\xBD";
-            l = 3;
-        }
-        memcpy(a + at, p, l);
-        at += l;
-    }
-    *len = jev_utf8_sanitize(a, at, b);
-    b[*len] = '\0';
-    free(a);
-    return b;
+    enum jev_status s = jev_tokenizer_decode(tok, known, (size_t)k, 0, text, len, err);
+    free(known);
+    return s;
 }
 
 enum jev_status dc_path_generate(struct dc_req *q) {
@@ -133,17 +123,20 @@ enum jev_status dc_path_generate(struct dc_req *q) {
     st->output_tokens = n_out;
     st->prompt_tokens = n;
     dc_seq_release(q, seq);
-    if (s == JEV_OK) {
-        size_t len = 0;
-        char *text = render(q->d->tok, out, n_out, &len);
-        if (!text)
-            s = jev_fail(q->err, JEV_ERR_NOMEM, "out of memory for the generated text");
-        if (s == JEV_OK)
-            s = jev_genjson_check(q->r, text, len, &q->res->gen, q->err);
-        free(text);
-    }
+    char *text = NULL;
+    size_t len = 0;
+    if (s == JEV_OK)
+        s = render(q->d->tok, out, n_out, &text, &len, q->err);
+    if (s == JEV_OK)
+        s = jev_genjson_check(q->r, text, len, &q->res->gen, q->err);
+    free(text);
     free(prompt);
-    free(out);
+    if (s == JEV_OK) {
+        q->res->gen_ids = out; /* the result keeps the ids (peers compare ids, not text) */
+        q->res->n_gen_ids = n_out;
+    } else {
+        free(out);
+    }
     if (s != JEV_OK)
         return s;
     q->res->generated = true;

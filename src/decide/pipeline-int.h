@@ -169,6 +169,13 @@ enum jev_status dc_score_read(struct dc_req *q, int32_t qi0, int32_t n, struct j
 /* Forks of a trie (nodes with two or more interior children, root included) and its interior nodes. */
 void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior);
 
+/* ---- pipeline.c ---- */
+
+/* jev_decide_run that leaves the context q alive (tries, tokens) for inspection; the sequences are
+ * released. The caller frees q with dc_req_free (also after a failure). */
+enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                       struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
+
 /* ---- the paths ---- */
 
 enum jev_status dc_path_shared(struct dc_req *q);

@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "base/timing.h" // defines: jev_now_ms
+#include "model/mrope.h"  // defines: jev_mrope_positions
 
 /* ---- params and names ---- */
 
@@ -209,47 +210,49 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->img_at = -1;
 }
 
-enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                               struct jev_decide_result *out, struct jev_error *err) {
+enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                       struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
     memset(out, 0, sizeof *out);
     double t0 = jev_now_ms();
-    struct dc_req q;
-    req_init(&q, d, r, p, out, err);
-    JEV_TRY(check_params(d, r, &q.p, err));
+    req_init(q, d, r, p, out, err);
+    JEV_TRY(check_params(d, r, &q->p, err));
     struct jev_engine *e = d->engine;
     int64_t f0 = e->lm.n_forwards, t0_tok = e->lm.n_tokens, rows0 = e->lm.n_logit_rows;
     int64_t v0 = d->has_vision ? d->vision.n_forwards : 0;
     enum jev_status s = jev_answers_init(&out->answers, r, err);
     if (s == JEV_OK)
-        s = prepare(&q, true, true);
-    dc_track(&q);
+        s = prepare(q, true, true);
+    dc_track(q);
     if (s == JEV_OK) {
-        switch (q.p.path) {
-        case JEV_DECIDE_SHARED: s = dc_path_shared(&q); break;
-        case JEV_DECIDE_INDEPENDENT: s = dc_path_independent(&q); break;
-        case JEV_DECIDE_GENERATE: s = dc_path_generate(&q); break;
+        switch (q->p.path) {
+        case JEV_DECIDE_SHARED: s = dc_path_shared(q); break;
+        case JEV_DECIDE_INDEPENDENT: s = dc_path_independent(q); break;
+        case JEV_DECIDE_GENERATE: s = dc_path_generate(q); break;
         }
     }
+    /* counters as the LM and the tower counted them */
     struct jev_decide_stats *st = &out->stats;
     st->lm_forwards = e->lm.n_forwards - f0;
     st->lm_tokens = e->lm.n_tokens - t0_tok;
     st->lm_logit_rows = e->lm.n_logit_rows - rows0;
     st->vision_forwards = d->has_vision ? d->vision.n_forwards - v0 : 0;
-    st->prefix_tokens = (int32_t)q.prefix.n;
-    st->image_tokens = q.has_image ? q.n_img_tok : 0;
-    if (q.p.path != JEV_DECIDE_GENERATE)
-        st->prompt_tokens = st->prefix_tokens + q.max_suffix;
-    st->peak_seqs = q.peak_seqs;
-    st->peak_bytes = (int64_t)e->lm.arena.cap + (q.has_image ? (int64_t)d->vision.arena.cap : 0) +
-                     (int64_t)q.arena.peak + q.image_bytes + q.peak_dyn;
-    if (q.p.path != JEV_DECIDE_GENERATE) {
+    st->prefix_tokens = (int32_t)q->prefix.n;
+    st->image_tokens = q->has_image ? q->n_img_tok : 0;
+    if (q->p.path != JEV_DECIDE_GENERATE)
+        st->prompt_tokens = st->prefix_tokens + q->max_suffix;
+    st->peak_seqs = q->peak_seqs;
+    st->peak_bytes = (int64_t)e->lm.arena.cap + (q->has_image ? (int64_t)d->vision.arena.cap : 0) +
+                     (int64_t)q->arena.peak + q->image_bytes + q->peak_dyn;
+    if (q->p.path != JEV_DECIDE_GENERATE) {
         out->valid = s == JEV_OK;
         out->usage.input_tokens = st->lm_tokens;
     } else {
         out->usage.input_tokens = st->prompt_tokens;
         out->usage.output_tokens = st->output_tokens;
     }
-    dc_req_free(&q);
+    /* every sequence goes back to the engine now; the rest of q stays for the caller */
+    for (int32_t i = 0; q->live && i < q->cap_live; i++)
+        dc_seq_release(q, q->live[i].seq);
     st->total_ms = jev_now_ms() - t0;
     if (s != JEV_OK) {
         jev_engine_set_error(e, err);
@@ -258,8 +261,17 @@ enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *
     return s;
 }
 
+enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                               struct jev_decide_result *out, struct jev_error *err) {
+    struct dc_req q;
+    enum jev_status s = dc_run(d, r, p, out, err, &q);
+    dc_req_free(&q);
+    return s;
+}
+
 void jev_decide_result_free(struct jev_decide_result *res) {
     jev_answers_free(&res->answers);
+    free(res->gen_ids);
     jev_genjson_result_free(&res->gen);
     memset(res, 0, sizeof *res);
 }
@@ -532,5 +544,35 @@ enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request 
     if (s == JEV_OK && !o)
         s = jev_fail(err, JEV_ERR_NOMEM, "decide: out of memory for the inputs dump");
     *out = o;
+    return s;
+}
+
+enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r,
+                                       struct jev_vision_input *out, struct jev_error *err) {
+    memset(out, 0, sizeof *out);
+    if (!r->has_image)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: the request has no image");
+    struct jev_decide_result res = {0};
+    struct dc_req q;
+    req_init(&q, d, r, NULL, &res, err);
+    enum jev_status s = dc_image_load(&q);
+    if (s == JEV_OK) {
+        *out = q.vin; /* handed over */
+        memset(&q.vin, 0, sizeof q.vin);
+    }
+    dc_req_free(&q);
+    return s;
+}
+
+enum jev_status jev_decide_rope_delta(const struct jev_decider *d, const int32_t *ids, int32_t n, int32_t grid_h,
+                                      int32_t grid_w, int32_t *delta, struct jev_error *err) {
+    int32_t *pos = malloc((size_t)(n > 0 ? n : 1) * 3 * sizeof(int32_t));
+    if (!pos)
+        return jev_fail(err, JEV_ERR_NOMEM, "out of memory for %d positions", n);
+    const struct jev_config *c = &d->model->config;
+    struct jev_mrope_image img = {grid_h, grid_w};
+    enum jev_status s = jev_mrope_positions(ids, n, c->ids.image_pad, &img, grid_h > 0 ? 1 : 0,
+                                            c->vision.merge > 0 ? c->vision.merge : 2, pos, delta, err);
+    free(pos);
     return s;
 }

@@ -64,6 +64,7 @@
 #include "decide/trie.h"     // defines: enum jev_trie_norm
 #include "model/engine.h"    // defines: struct jev_engine
 #include "model/model.h"     // defines: struct jev_model
+#include "model/vision-preprocess.h" // defines: struct jev_vision_input
 
 struct jev_decider;
 
@@ -125,6 +126,8 @@ struct jev_decide_result {
     bool valid;                     /* scoring paths: true; generate: the output met the schema */
     bool generated;                 /* the generate path ran: gen below is set */
     struct jev_genjson_result gen;  /* generate: raw output, per-decision choice, validity and reason */
+    int32_t *gen_ids;               /* generate: (n_gen_ids) the new token ids, EOS excluded (owned) */
+    int32_t n_gen_ids;              /* generate: entries of gen_ids */
     struct jev_usage usage;         /* input tokens evaluated (shared prefix once), output tokens */
     struct jev_decide_stats stats;  /* counters and phases */
 };
@@ -191,6 +194,18 @@ enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t 
  */
 enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                                 json_t **out, struct jev_error *err);
+
+/*
+ * The request's image as the pipeline preprocesses it (decode, the
+ * decider's bound, smart_resize, normalise, patches): for dumps and peers.
+ * Free with jev_vision_input_free.
+ */
+enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r,
+                                       struct jev_vision_input *out, struct jev_error *err);
+
+/* The M-RoPE delta of a prompt (max position + 1 - length) whose image pads are one run of grid (gh, gw). */
+enum jev_status jev_decide_rope_delta(const struct jev_decider *d, const int32_t *ids, int32_t n, int32_t grid_h,
+                                      int32_t grid_w, int32_t *delta, struct jev_error *err);
 
 const char *jev_decide_path_name(enum jev_decide_path p);       /* "shared", "independent", "generate_json" */
 const char *jev_decide_scoring_name(enum jev_decide_scoring s); /* "label", "text" */
