@@ -45,6 +45,16 @@ const char *br_layout_name(const struct br_bench *b) { return b->model->layout =
 
 /* ---- git ---- */
 
+/*
+ * The commit is read from the files, not from `git`: the record must name
+ * the build's commit on machines without git (CI images, the GPU host), and
+ * the formats involved are tiny and stable: HEAD is "ref: <name>" or a sha;
+ * a ref is a loose file or a line of packed-refs; a worktree's .git is a
+ * "gitdir: <path>" file whose folder names the shared one in "commondir".
+ * No dirty-tree detection (that needs the index): the record says the
+ * commit, not that the tree was clean.
+ */
+
 /* Reads a small text file's first line into out (trailing whitespace cut); false when unreadable. */
 static bool read_line(const char *path, char *out, size_t cap) {
     FILE *f = fopen(path, "r");
@@ -148,7 +158,8 @@ bool jev_bench_git_commit(const char *dir, char out[41]) {
 
 /* ---- set-up ---- */
 
-/* The photo's path: as written in the workload when it exists from here, else next to the workload's folder. */
+/* The photo's path: as written in the workload when it exists from here (the repository root, where the
+ * workload's paths are relative to), else relative to the workload's folder's parent. */
 static void resolve_image(struct br_bench *b, const char *written) {
     struct stat sb;
     if (written[0] == '/' || stat(written, &sb) == 0) {
@@ -172,6 +183,8 @@ static int32_t workload_max_side(const char *path) {
     return side;
 }
 
+/* (Re)builds engine and decider; the decider's vision buffers belong to the engine's backend, so the
+ * two always go together. */
 static enum jev_status open_engine(struct br_bench *b, int32_t max_batch, int32_t max_tokens, struct jev_error *err) {
     jev_decider_free(b->d);
     jev_engine_free(b->engine);
@@ -196,7 +209,9 @@ static struct jev_decide_params params_for(const struct br_bench *b, enum jev_de
     return p;
 }
 
-/* The environment facts: weight files and hashes, the photo's hash and sizes, the commit. */
+/* The environment facts: weight files and hashes, the photo's hash and sizes, the commit. Hashing reads
+ * every weight byte (half a GiB for the 0.8B model): it happens once, before the warm-up, never inside a
+ * measured request. */
 static enum jev_status environment(struct br_bench *b, struct jev_error *err) {
     const struct jev_st_set *ts = &b->model->tensors;
     for (int32_t i = 0; i < ts->n_files && b->n_weights < BR_MAX_WEIGHTS; i++) {
@@ -223,6 +238,12 @@ static enum jev_status environment(struct br_bench *b, struct jev_error *err) {
     return JEV_OK;
 }
 
+/*
+ * One request per decision count, parsed once (outside the measured time,
+ * like the server's parsing of a body), with the photo path resolved; one
+ * engine sized by jev_decide_plan for the largest request of every path,
+ * so no measured run can fail for want of sequences or tokens.
+ */
 static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = b->o.threads;
@@ -350,6 +371,13 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
 
 /* ---- the run ---- */
 
+/*
+ * The record's environment and settings first (the builder copies them),
+ * then the warm-up (each path once on one decision: first-touch page
+ * faults of the weights and the K/V pool, thread start-up), then every
+ * measured run, adding its sample as soon as it finished; the agreement of
+ * a count is computed from its samples by the schema's own definition.
+ */
 static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out, struct jev_error *err) {
     const struct jev_bench_opts *o = &b->o;
     struct jev_bench_env env = {0};

@@ -23,6 +23,14 @@
 
 /* ---- tokens ---- */
 
+/*
+ * Segment by segment, never the whole text at once: a template segment may
+ * hold special tokens ("<|im_start|>") and is encoded with them matched; a
+ * user segment is encoded with every added token disabled, so caller text
+ * can never become a control token; the image placeholder becomes n_img
+ * copies of the model's image-pad id (M-RoPE and the embedding override
+ * find the image by that id).
+ */
 enum jev_status dc_tokenize_prompt(struct jev_decider *d, const struct jev_prompt *pr, int32_t n_img,
                                    struct jev_tokens *out, int32_t *img_at, struct jev_error *err) {
     if (pr->failed)
@@ -45,6 +53,8 @@ enum jev_status dc_tokenize_prompt(struct jev_decider *d, const struct jev_promp
     return JEV_OK;
 }
 
+/* The option text exactly as the prompt shows it (jev_prompt_candidate applies the same escaping and
+ * one-line folding), encoded as caller text. */
 enum jev_status dc_candidate_tokens(struct jev_decider *d, const struct jev_question *qq, int32_t i,
                                         struct jev_tokens *out, struct jev_error *err) {
     size_t n = jev_prompt_candidate(qq, i, NULL, 0);
@@ -57,6 +67,13 @@ enum jev_status dc_candidate_tokens(struct jev_decider *d, const struct jev_ques
     return s;
 }
 
+/*
+ * Sizing facts of a trie, used before any forward: score.c forks a
+ * sequence once per interior child wherever a node has two or more of
+ * them (so `forks` is what one question adds to the live sequences), and
+ * feeds each interior node exactly once (so `interior` bounds the tokens
+ * and tasks of its rounds).
+ */
 void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior) {
     int32_t f = 0, in = 0;
     for (int32_t n = 0; n < t->n_nodes; n++) {
@@ -75,7 +92,8 @@ void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior)
     *interior = in;
 }
 
-/* Text mode: the trie of question qi's option texts. */
+/* Text mode: the trie of question qi's option texts. Identical or empty candidates (after
+ * tokenization) are refused by jev_trie_build; the message then names the question too. */
 static enum jev_status build_trie(struct dc_req *q, int32_t qi) {
     const struct jev_question *qq = &q->r->questions[qi];
     struct dc_question *dq = &q->qs[qi];
@@ -114,7 +132,12 @@ static enum jev_status build_trie(struct dc_req *q, int32_t qi) {
     return s;
 }
 
-/* Label mode: the ids each question reads, and their columns among the union of all of them. */
+/*
+ * Label mode: the ids each question reads, and their columns among the
+ * union of all of them. One union for the whole request means one
+ * vocab_rows list for every forward (the LM takes one list per batch), and
+ * it stays small: at most 255 choice labels + 4 yes/no variants + 10 digits.
+ */
 static enum jev_status build_labels(struct dc_req *q) {
     const struct jev_request *r = q->r;
     int64_t total = 0;
@@ -150,6 +173,11 @@ static enum jev_status build_labels(struct dc_req *q) {
     return JEV_OK;
 }
 
+/*
+ * The prefix is rendered and tokenized once; each question's suffix on its
+ * own (label or text rendering, as the request's scoring asks), so the
+ * paths concatenate the same ids; generate_json has one suffix for all.
+ */
 enum jev_status dc_prepare_tokens(struct dc_req *q) {
     struct jev_decider *d = q->d;
     const struct jev_request *r = q->r;
@@ -187,6 +215,8 @@ enum jev_status dc_prepare_tokens(struct dc_req *q) {
 
 /* ---- the image ---- */
 
+/* Bytes from the request (base64-decoded by the parser) or a file path (workload, CLI); the image is
+ * decoded, bounded and preprocessed; the decoded RGB is freed right away, the pixel values kept. */
 enum jev_status dc_image_load(struct dc_req *q) {
     struct jev_decider *d = q->d;
     const struct jev_image_input *in = &q->r->image;
@@ -244,6 +274,8 @@ void dc_image_release(struct dc_req *q) {
 
 /* ---- positions ---- */
 
+/* Positions come from the ids alone (the pad run is the image), exactly as transformers'
+ * get_rope_index walks input_ids; the shared and independent paths therefore agree on them. */
 enum jev_status dc_mrope(struct dc_req *q, const int32_t *ids, int32_t n, int32_t *delta) {
     JEV_ASSERT(n <= q->cap_prompt);
     const struct jev_config *c = &q->d->model->config;
@@ -260,6 +292,7 @@ void dc_mrope_slice(const struct dc_req *q, int32_t n, int32_t start, int32_t co
 
 /* ---- sequences ---- */
 
+/* Records a sequence in the request's table, so that an error anywhere still releases it. */
 static enum jev_status hold(struct dc_req *q, struct jev_seq *s) {
     for (int32_t i = 0; i < q->cap_live; i++)
         if (!q->live[i].seq) {
@@ -296,6 +329,8 @@ void dc_seq_release(struct dc_req *q, struct jev_seq *s) {
 
 /* ---- forwards and memory ---- */
 
+/* Sampled after every forward and fork: K/V pages are taken inside forwards and linear states at
+ * forks, so these are the moments the live bytes can reach a new high. */
 void dc_track(struct dc_req *q) {
     const struct jev_state *st = &q->d->engine->state;
     int64_t pages = st->n_pages - st->n_free;
@@ -325,6 +360,13 @@ int32_t dc_batch_size(const struct dc_req *q) {
     return b;
 }
 
+/*
+ * Size first, allocate once: from the tokens, the largest forward the path
+ * will run (a batch of suffixes, a full prompt, a prefill chunk or a trie
+ * round), the most logit rows of one forward (label rows are few; a text
+ * row is the whole vocabulary), the trie tasks and the sequences; then one
+ * arena for all of it. The forward loops below only point into it.
+ */
 enum jev_status dc_prepare_scratch(struct dc_req *q) {
     const struct jev_request *r = q->r;
     const struct jev_engine *e = q->d->engine;

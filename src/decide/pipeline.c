@@ -49,7 +49,8 @@ const char *jev_decide_scoring_name(enum jev_decide_scoring s) { return s == JEV
 
 /* ---- the decider ---- */
 
-/* labels.h's encode callback over the decider's tokenizer (plain text, no added tokens). */
+/* labels.h's encode callback over the decider's tokenizer (plain text, no added tokens): the label
+ * check asks whether cue + label tokenizes as cue followed by exactly one label token. */
 static int encode_cb(void *ctx, const char *text, int32_t *ids, int max) {
     struct jev_decider *d = ctx;
     struct jev_tokens t = {0};
@@ -68,7 +69,14 @@ static bool file_exists(const char *path) {
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
-/* Vision capacity: the largest grid an image can get under the bound (or the processor's pixel cap). */
+/*
+ * Vision capacity: the largest grid an image can get under the bound. The
+ * bound caps the longer side before smart_resize rounds it to the factor;
+ * a tiny image is scaled UP to min_pixels instead, which for an extreme
+ * aspect can need more patches than the bound's square, hence the second
+ * term. A grid above the capacity is refused by preprocessing (it names
+ * the limit) rather than silently resized again.
+ */
 static int32_t patch_capacity(const struct jev_preprocess_config *pre, int32_t bound) {
     int64_t f = (int64_t)pre->patch * pre->merge;
     int64_t side_px = bound > 0 ? (bound + f - 1) / f * f : 1568; /* no bound: TypeSafe's largest side */
@@ -83,6 +91,12 @@ static int32_t patch_capacity(const struct jev_preprocess_config *pre, int32_t b
     return cap > INT32_MAX / 2 ? INT32_MAX / 2 : (int32_t)cap;
 }
 
+/*
+ * Everything a request needs that does not depend on the request: the
+ * tokenizer (the model directory's own), the label sets checked against it
+ * once, the image processor's settings, and the vision runtime sized for
+ * the bound (its activations are allocated here, once).
+ */
 enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *engine,
                                  const struct jev_decider_params *params, struct jev_decider **out,
                                  struct jev_error *err) {
@@ -164,6 +178,7 @@ const struct jev_tokenizer *jev_decider_tokenizer(const struct jev_decider *d) {
 
 /* ---- one request ---- */
 
+/* Refuses what no path can run, before any work (and before any allocation). */
 static enum jev_status check_params(const struct jev_decider *d, const struct jev_request *r,
                                     const struct jev_decide_params *p, struct jev_error *err) {
     if (p->path < JEV_DECIDE_SHARED || p->path > JEV_DECIDE_GENERATE)
@@ -210,6 +225,11 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->img_at = -1;
 }
 
+/*
+ * The counters are differences of the engine's own counts around the call
+ * (the LM counts forwards, tokens and head rows where they run; the tower
+ * counts its forwards), so they cannot drift from what actually ran.
+ */
 enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                        struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
     memset(out, 0, sizeof *out);
@@ -278,6 +298,12 @@ void jev_decide_result_free(struct jev_decide_result *res) {
 
 /* ---- sizing ---- */
 
+/*
+ * Sequences alive at once: the shared prefix, one fork per question of a
+ * batch, and the forks of their tries (which keep their parents alive);
+ * tokens: the longest prompt plus the longest candidate (text mode) or the
+ * new-token budget (generate_json).
+ */
 enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                                 int32_t *max_batch, int32_t *max_tokens, struct jev_error *err) {
     struct jev_decide_result res = {0};
@@ -468,6 +494,12 @@ static json_t *image_json(const struct dc_req *q) {
     return o;
 }
 
+/*
+ * Three renderings of the same request (label, text, generate_json), each
+ * prepared exactly as a run would prepare it, so the dump's ids are the
+ * ones the forwards see. The image is decoded once; the other two reuse
+ * its token count.
+ */
 enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                                 json_t **out, struct jev_error *err) {
     *out = NULL;
