@@ -75,16 +75,24 @@ static bool is_hex40(const char *s) {
     return s[40] == '\0' || s[40] == ' ' || s[40] == '\n';
 }
 
+#define GIT_PATH 4096
+
+/* out = a "/" b; false when it does not fit (a path that long names no repository we can read). */
+static bool join(char out[GIT_PATH], const char *a, const char *b) {
+    int n = snprintf(out, GIT_PATH, "%s/%s", a, b);
+    return n >= 0 && n < GIT_PATH;
+}
+
 /* The commit of ref `ref` in git folder `gd` (loose ref, then packed-refs). */
 static bool resolve_ref(const char *gd, const char *ref, char out[41]) {
-    char path[4600], line[512];
-    snprintf(path, sizeof path, "%s/%s", gd, ref);
-    if (read_line(path, line, sizeof line) && is_hex40(line)) {
+    char path[GIT_PATH], line[512];
+    if (join(path, gd, ref) && read_line(path, line, sizeof line) && is_hex40(line)) {
         memcpy(out, line, 40);
         out[40] = '\0';
         return true;
     }
-    snprintf(path, sizeof path, "%s/packed-refs", gd);
+    if (!join(path, gd, "packed-refs"))
+        return false;
     FILE *f = fopen(path, "r");
     if (!f)
         return false;
@@ -104,56 +112,51 @@ static bool resolve_ref(const char *gd, const char *ref, char out[41]) {
 }
 
 bool jev_bench_git_commit(const char *dir, char out[41]) {
-    char base[4096], gd[4600], line[4200];
-    snprintf(base, sizeof base, "%s", dir ? dir : ".");
+    char base[GIT_PATH], gd[GIT_PATH], line[GIT_PATH], tmp[GIT_PATH];
     out[0] = '\0';
+    if (snprintf(base, sizeof base, "%s", dir ? dir : ".") >= (int)sizeof base)
+        return false;
     /* find .git in dir or a parent (a folder, or a worktree's "gitdir: ..." file) */
-    for (int up = 0; up < 16; up++) {
+    for (int up = 0;; up++) {
         struct stat sb;
-        snprintf(gd, sizeof gd, "%s/.git", base);
+        if (up == 16 || !join(gd, base, ".git"))
+            return false;
         if (stat(gd, &sb) == 0) {
             if (S_ISREG(sb.st_mode)) {
                 if (!read_line(gd, line, sizeof line) || strncmp(line, "gitdir: ", 8) != 0)
                     return false;
-                if (line[8] == '/')
-                    snprintf(gd, sizeof gd, "%s", line + 8);
-                else
-                    snprintf(gd, sizeof gd, "%s/%s", base, line + 8);
+                if (line[8] == '/') {
+                    if (snprintf(gd, sizeof gd, "%s", line + 8) >= (int)sizeof gd)
+                        return false;
+                } else if (!join(gd, base, line + 8)) { /* relative to the .git file's folder */
+                    return false;
+                }
             }
             break;
         }
-        if (strlen(base) + 4 >= sizeof base)
+        if (!join(tmp, base, ".."))
             return false;
-        strcat(base, "/..");
-        if (up == 15)
-            return false;
+        memcpy(base, tmp, sizeof base);
     }
-    char head[4700];
-    snprintf(head, sizeof head, "%s/HEAD", gd);
-    if (!read_line(head, line, sizeof line))
+    if (!join(tmp, gd, "HEAD") || !read_line(tmp, line, sizeof line))
         return false;
     if (is_hex40(line)) {
         memcpy(out, line, 40);
         out[40] = '\0';
         return true;
     }
-    if (strncmp(line, "ref: ", 5) != 0)
+    if (strncmp(line, "ref: ", 5) != 0 || strlen(line + 5) >= 512)
         return false;
     char ref[512];
-    snprintf(ref, sizeof ref, "%.500s", line + 5);
+    memcpy(ref, line + 5, strlen(line + 5) + 1);
     if (resolve_ref(gd, ref, out))
         return true;
     /* a worktree keeps its refs in the common folder */
-    char cpath[4700], common[4200];
-    snprintf(cpath, sizeof cpath, "%s/commondir", gd);
-    if (!read_line(cpath, common, sizeof common))
+    if (!join(tmp, gd, "commondir") || !read_line(tmp, line, sizeof line))
         return false;
-    char cd[8900];
-    if (common[0] == '/')
-        snprintf(cd, sizeof cd, "%s", common);
-    else
-        snprintf(cd, sizeof cd, "%s/%s", gd, common);
-    return resolve_ref(cd, ref, out);
+    if (line[0] == '/')
+        return resolve_ref(line, ref, out);
+    return join(tmp, gd, line) && resolve_ref(tmp, ref, out);
 }
 
 /* ---- set-up ---- */
