@@ -82,11 +82,13 @@ void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, con
                       const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
 void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
                            int32_t d, float eps, float *y);
-/* cpu-lm-fast.c: the table's attention and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
+/* cpu-lm-fast.c: the table's attention, conv and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o);
 void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                           int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
 /* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
 int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
 
