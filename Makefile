@@ -20,6 +20,13 @@ WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prot
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -Iinclude -Isrc
 LDFLAGS  += $(SANITIZE) -pthread
 LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lm
+# PORTABLE=1: a binary for the GPU machine (another distribution): every
+# library static except libspng (Debian ships no .a), which is carried
+# beside the binary and found through $ORIGIN.
+ifeq ($(PORTABLE),1)
+LIBS     := -Wl,-Bstatic -ljansson -lturbojpeg -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lz \
+            -Wl,-Bdynamic -lspng -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
+endif
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -75,6 +82,6 @@ format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src include -name '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-portable
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d)

@@ -26,7 +26,8 @@ static void usage(FILE *f) {
                "  --bits N          mlx4 code bits: 2, 3, 4, 5, 6, 8 (default 4)\n"
                "  --group N         mlx4 group size (default 64)\n"
                "  --shard-mb N      split the weights into shards of at most N MiB + model.safetensors.index.json\n"
-               "  --tokenizer DIR   where tokenizer.json + tokenizer_config.json come from (default .cache/tokenizer-qwen3)\n"
+               "  --tokenizer DIR   where tokenizer.json + tokenizer_config.json come from\n"
+               "                    (default .cache/tokenizer-qwen3)\n"
                "  --assets DIR      where preprocessor_config.json + chat_template.jinja come from (default configs)\n"
                "  --force           replace DIR when it exists\n");
 }

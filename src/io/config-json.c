@@ -24,6 +24,7 @@ struct reader {
     struct jev_error *err;  /* where failures go */
 };
 
+/* What a wrongly typed value was, for "expected an integer, got a string". */
 static const char *type_name(const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
@@ -38,6 +39,11 @@ static const char *type_name(const json_t *v) {
     return "?";
 }
 
+/*
+ * Every field message has one shape: "<file>: <path of the field>: <what>".
+ * prefix is the dotted parent path ("text_config.", "" at the top level) so
+ * the user can find the key without guessing which object it lives in.
+ */
 static enum jev_status fail_field(const struct reader *r, const char *prefix, const char *key, const char *fmt,
                                   const char *detail) {
     char what[256];
@@ -45,7 +51,12 @@ static enum jev_status fail_field(const struct reader *r, const char *prefix, co
     return jev_fail(r->err, JEV_ERR_FORMAT, "%s: %s%s: %s", r->label, prefix, key, what);
 }
 
-/* An integer field in [lo, hi]; when absent, *out = def if !required. */
+/*
+ * An integer field in [lo, hi]; when absent, *out = def if !required.
+ * JSON null counts as absent (HF writes
+ * null for unset optional ids). The range keeps every size far inside
+ * int32 so that later products (heads * dim, rows * cols) cannot overflow.
+ */
 static enum jev_status get_int(const struct reader *r, const json_t *o, const char *prefix, const char *key,
                                bool required, int64_t def, int64_t lo, int64_t hi, int32_t *out) {
     const json_t *v = json_object_get(o, key);
@@ -67,7 +78,8 @@ static enum jev_status get_int(const struct reader *r, const json_t *o, const ch
     return JEV_OK;
 }
 
-/* A number field (integer or real) > 0 or any when lo_zero is false. */
+
+/* A real-valued field; integers are accepted too (rope_theta is written as 10000000). */
 static enum jev_status get_num(const struct reader *r, const json_t *o, const char *prefix, const char *key,
                                bool required, double def, double *out) {
     const json_t *v = json_object_get(o, key);
@@ -83,6 +95,7 @@ static enum jev_status get_num(const struct reader *r, const json_t *o, const ch
     return JEV_OK;
 }
 
+/* A boolean field; absent or null gives def. */
 static enum jev_status get_bool(const struct reader *r, const json_t *o, const char *prefix, const char *key,
                                 bool def, bool *out) {
     const json_t *v = json_object_get(o, key);
@@ -96,7 +109,10 @@ static enum jev_status get_bool(const struct reader *r, const json_t *o, const c
     return JEV_OK;
 }
 
-/* A string field; *out = NULL when absent and not required. */
+/*
+ * A string field (model_type, hidden_act, rope_type, mode); *out = NULL
+ * when absent and not required.
+ */
 static enum jev_status get_str(const struct reader *r, const json_t *o, const char *prefix, const char *key,
                                bool required, const char **out) {
     const json_t *v = json_object_get(o, key);
@@ -109,7 +125,10 @@ static enum jev_status get_str(const struct reader *r, const json_t *o, const ch
     return JEV_OK;
 }
 
-/* An object field; *out = NULL when absent. */
+/*
+ * A sub-object (text_config, rope_parameters, quantization); *out = NULL
+ * when absent or null.
+ */
 static enum jev_status get_obj(const struct reader *r, const json_t *o, const char *prefix, const char *key,
                                json_t **out) {
     json_t *v = json_object_get(o, key);
@@ -124,7 +143,12 @@ static enum jev_status get_obj(const struct reader *r, const json_t *o, const ch
 
 /* ---- token ids ---- */
 
-/* Adds one eos id (an integer in [0, vocab)) unless already present. */
+/*
+ * Adds one eos id (an integer in [0, vocab)) unless already present.
+ * Stop tokens come from up to three places (text_config, the top level,
+ * generation_config.json) and overlap; they are merged without duplicates
+ * and must be real rows of the embedding.
+ */
 static enum jev_status add_eos(const struct reader *r, struct jev_config *c, const char *field, const json_t *v) {
     if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= c->text.vocab_size) {
         char what[64];
@@ -142,7 +166,10 @@ static enum jev_status add_eos(const struct reader *r, struct jev_config *c, con
     return JEV_OK;
 }
 
-/* eos_token_id of object o (an id, a list, or absent). */
+/*
+ * eos_token_id of object o: an id or a list of ids in HF configs (both
+ * accepted), or absent.
+ */
 static enum jev_status read_eos(const struct reader *r, struct jev_config *c, const json_t *o, const char *field) {
     const json_t *v = json_object_get(o, "eos_token_id");
     if (!v || json_is_null(v))
@@ -158,7 +185,18 @@ static enum jev_status read_eos(const struct reader *r, struct jev_config *c, co
 
 /* ---- text config ---- */
 
-/* rope: rope_parameters (new HF) or rope_theta / rope_scaling / partial_rotary_factor (legacy). */
+/*
+ * rope: rope_parameters (new HF) or rope_theta / rope_scaling / partial_rotary_factor (legacy).
+ * HF v5 writes rope_parameters {rope_type, rope_theta, partial_rotary_factor,
+ * mrope_section, mrope_interleaved}; older configs put rope_theta and
+ * partial_rotary_factor at the text level and the M-RoPE keys in
+ * rope_scaling. The new place wins when both exist. rotary_dim must come
+ * out as an integer: HF takes int(head_dim * factor), and a config where
+ * that truncates is more likely a typo than intended.
+ * Note: HF's Qwen3.5 code always interleaves the M-RoPE axes and ignores
+ * mrope_interleaved; the flag is still read (default true) so that the
+ * sectioned form stays available to a config that asks for it.
+ */
 static enum jev_status read_rope(const struct reader *r, const json_t *t, const char *tp, struct jev_text_config *x) {
     json_t *rp = NULL, *legacy = NULL;
     JEV_TRY(get_obj(r, t, tp, "rope_parameters", &rp));
@@ -222,6 +260,11 @@ static enum jev_status read_rope(const struct reader *r, const json_t *t, const 
     return JEV_OK;
 }
 
+/*
+ * layer_types is authoritative when present (its length must match the
+ * layer count); otherwise HF's rule: full attention iff (i + 1) % interval
+ * == 0, interval default 4.
+ */
 static enum jev_status read_layer_kinds(const struct reader *r, const json_t *t, const char *tp,
                                         struct jev_text_config *x) {
     const json_t *lt = json_object_get(t, "layer_types");
@@ -252,6 +295,12 @@ static enum jev_status read_layer_kinds(const struct reader *r, const json_t *t,
     return JEV_OK;
 }
 
+/*
+ * The text model. Sizes are required (every saved config has them; HF's
+ * defaults are the 9B's and would silently build the wrong model);
+ * conv kernel, eps and max positions default as in HF. Features outside
+ * this engine (other activations, attention bias, experts) are refused.
+ */
 static enum jev_status read_text(const struct reader *r, const json_t *t, const char *tp, struct jev_text_config *x) {
     const int64_t big = 1 << 24; /* no dimension of a real model comes near this */
     JEV_TRY(get_int(r, t, tp, "vocab_size", true, 0, 1, 1 << 30, &x->vocab_size));
@@ -296,6 +345,11 @@ static enum jev_status read_text(const struct reader *r, const json_t *t, const 
 
 /* ---- vision config ---- */
 
+/*
+ * The vision tower. hidden_act selects the block MLP's GELU form (tanh for
+ * gelu_pytorch_tanh, the Qwen3.5 default; erf for "gelu"). The LayerNorm
+ * epsilon is not in the config: HF hard-codes 1e-6.
+ */
 static enum jev_status read_vision(const struct reader *r, const json_t *v, struct jev_vision_config *x) {
     const char *vp = "vision_config.";
     JEV_TRY(get_int(r, v, vp, "depth", true, 0, 1, 1024, &x->depth));
@@ -328,13 +382,23 @@ static enum jev_status read_vision(const struct reader *r, const json_t *v, stru
 
 /* ---- quantization ---- */
 
+/* The code widths mlx's affine quantization supports. */
 static bool valid_bits(int32_t b) { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8; }
 
+/* Overrides are sorted by module path so the loader can bsearch them per tensor. */
 static int cmp_override(const void *a, const void *b) {
     return strcmp(((const struct jev_quant_override *)a)->path, ((const struct jev_quant_override *)b)->path);
 }
 
-/* "quantization" (or "quantization_config"): defaults plus per-module entries. */
+/*
+ * "quantization" (or "quantization_config"): defaults plus per-module entries.
+ * mlx-lm / mlx-vlm write "quantization" (and a copy as "quantization_config"
+ * for transformers); the first found is used. Besides bits / group_size /
+ * mode, every key whose value is an object or a boolean is a per-module
+ * override: {bits, group_size} for a module quantized differently, false
+ * for one left in float. Other value types (numbers, strings) are ignored,
+ * as mlx ignores them.
+ */
 static enum jev_status read_quant(const struct reader *r, const json_t *root, struct jev_config *c,
                                   struct jev_quant_overrides *q) {
     const char *key = "quantization";
@@ -396,6 +460,7 @@ static enum jev_status read_quant(const struct reader *r, const json_t *root, st
     return JEV_OK;
 }
 
+/* bsearch by path; NULL when the module has no entry (the defaults apply). */
 const struct jev_quant_override *jev_quant_overrides_find(const struct jev_quant_overrides *q, const char *path) {
     if (!q || q->n == 0)
         return NULL;
@@ -403,6 +468,7 @@ const struct jev_quant_override *jev_quant_overrides_find(const struct jev_quant
     return bsearch(&key, q->items, (size_t)q->n, sizeof *q->items, cmp_override);
 }
 
+/* Safe on a zeroed struct; leaves it zeroed. */
 void jev_quant_overrides_free(struct jev_quant_overrides *q) {
     if (!q)
         return;
@@ -415,12 +481,21 @@ void jev_quant_overrides_free(struct jev_quant_overrides *q) {
 
 /* ---- top level ---- */
 
-/* A token id field in [0, vocab); -1 when absent and not required. */
+/*
+ * A token id field in [0, vocab); -1 when absent and not required.
+ * A special-token id: must be a row of the embedding.
+ */
 static enum jev_status get_id(const struct reader *r, const json_t *o, const char *key, bool required,
                               const struct jev_config *c, int32_t *out) {
     return get_int(r, o, "", key, required, -1, 0, c->text.vocab_size - 1, out);
 }
 
+/*
+ * The outer Qwen3_5ForConditionalGeneration config, or a bare text config.
+ * Vision is present iff vision_config is (HF would invent a default tower;
+ * here a missing tower means a text-only model, and the vision token ids
+ * become optional).
+ */
 static enum jev_status parse_root(const struct reader *r, json_t *root, struct jev_config *c,
                                   struct jev_quant_overrides *q) {
     if (!json_is_object(root))
@@ -465,6 +540,10 @@ static enum jev_status parse_root(const struct reader *r, json_t *root, struct j
     return JEV_OK;
 }
 
+/*
+ * The size limit is checked before jansson sees the bytes; duplicate keys
+ * are rejected (a config with two "hidden_size" keys is ambiguous).
+ */
 enum jev_status jev_config_parse(const char *json, size_t size, const char *label, struct jev_config *c,
                                  struct jev_quant_overrides *q, struct jev_error *err) {
     memset(c, 0, sizeof *c);
@@ -485,6 +564,7 @@ enum jev_status jev_config_parse(const char *json, size_t size, const char *labe
     return st;
 }
 
+/* generation_config.json contributes only its stop tokens; other keys are sampling defaults. */
 enum jev_status jev_config_add_generation(const char *json, size_t size, const char *label, struct jev_config *c,
                                           struct jev_error *err) {
     if (size > JEV_CONFIG_MAX_BYTES)

@@ -23,12 +23,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
+#include "base/half.h"     // defines: jev_bf16_to_f32, jev_f16_to_f32
+#include "io/read-file.h" // defines: jev_read_file
 
 /* ---- layouts ---- */
 
+/* The short names jev info prints and synth's --layout mirrors (mlx4 = mlx with 4-bit codes). */
 const char *jev_layout_name(enum jev_layout l) { return l == JEV_LAYOUT_MLX ? "mlx" : "hf"; }
 
+/*
+ * The renames of mlx-vlm's sanitize (spec section 10.2): the text model moves
+ * from model.language_model.* to language_model.model.*, the vision tower
+ * from model.visual.* to vision_tower.*, the head to language_model.lm_head.
+ */
 struct jev_layout_names jev_layout_names(enum jev_layout l) {
     if (l == JEV_LAYOUT_MLX)
         return (struct jev_layout_names){"language_model.model.", "language_model.lm_head", "vision_tower."};
@@ -37,6 +44,12 @@ struct jev_layout_names jev_layout_names(enum jev_layout l) {
 
 static bool starts_with(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
 
+/*
+ * Counting both prefixes over all names (instead of testing one tensor)
+ * catches a directory that mixes files from two conversions, which would
+ * otherwise load half the weights from the wrong convention. mtp.* and any
+ * other foreign names do not vote.
+ */
 enum jev_status jev_layout_detect(const struct jev_st_set *s, enum jev_layout *out, struct jev_error *err) {
     int64_t hf = 0, mlx = 0;
     for (int32_t i = 0; i < s->n_tensors; i++) {
@@ -60,29 +73,11 @@ enum jev_status jev_layout_detect(const struct jev_st_set *s, enum jev_layout *o
 
 /* ---- config files ---- */
 
-enum jev_status jev_read_file(const char *path, size_t limit, char **out, size_t *size, struct jev_error *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return jev_fail(err, JEV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(limit + 1);
-    if (!buf) {
-        fclose(fp);
-        return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, limit + 1, fp);
-    bool bad = ferror(fp) != 0;
-    fclose(fp);
-    if (bad || n > limit) {
-        free(buf);
-        return bad ? jev_fail(err, JEV_ERR_IO, "%s: read error", path)
-                   : jev_fail(err, JEV_ERR_FORMAT, "%s: larger than the limit of %zu bytes", path, limit);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *size = n;
-    return JEV_OK;
-}
-
+/*
+ * config.json is required; generation_config.json is optional (HF writes it,
+ * mlx conversions copy it) and only adds stop tokens. Paths in messages are
+ * the full paths, so a user with several model directories sees which one.
+ */
 enum jev_status jev_model_dir_read_config(const char *dir, struct jev_config *c, struct jev_quant_overrides *q,
                                           struct jev_error *err) {
     char path[4096];
@@ -108,7 +103,12 @@ enum jev_status jev_model_dir_read_config(const char *dir, struct jev_config *c,
 
 /* ---- arena sizing ---- */
 
-/* Bytes of one arena slice holding n floats. */
+/*
+ * Bytes of one arena slice holding n floats.
+ * The arena hands out 64-byte aligned slices, so the size is summed slice
+ * by slice exactly as jev_weights_map allocates them, in the same order of
+ * kinds. jev_weights_map asserts the two agree.
+ */
 static size_t fl(int64_t n) { return jev_align64((size_t)n * sizeof(float)); }
 
 size_t jev_weights_arena_bytes(const struct jev_config *c) {
@@ -143,7 +143,13 @@ struct mapper {
     struct jev_error *err;               /* failures */
 };
 
-/* Formats a tensor or module name into buf (256 bytes). */
+/*
+ * Formats a tensor or module name into buf (256 bytes).
+ * Tensor names are built into a caller's 256-byte buffer: the longest real
+ * name ("language_model.model.layers.23.linear_attn.in_proj_qkv.biases") is
+ * about 60 bytes, so truncation cannot happen for any config this parser
+ * accepts (layer indices are at most 3 digits).
+ */
 static const char *nm(char *buf, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static const char *nm(char *buf, const char *fmt, ...) {
     va_list ap;
@@ -165,11 +171,16 @@ static enum jev_status mfail(struct mapper *m, enum jev_status st, const char *f
     return jev_fail(m->err, st, "%s: %s", m->s->dir, msg);
 }
 
+/* Float dtypes a vector may be stored in (converted to f32 on load). */
 static bool is_float(enum jev_dtype t) {
     return t == JEV_DTYPE_F32 || t == JEV_DTYPE_BF16 || t == JEV_DTYPE_F16 || t == JEV_DTYPE_F64;
 }
 
-/* Element i of a float tensor as f32 (unaligned-safe). */
+/*
+ * Element i of a float tensor as f32 (unaligned-safe).
+ * memcpy instead of a cast: vector tensors may sit at any offset in a file
+ * (the format does not require alignment), and they are read only once.
+ */
 static float elem_f32(const struct jev_st_tensor *t, uint64_t i) {
     const uint8_t *p = (const uint8_t *)t->data;
     switch (t->dtype) {
@@ -193,6 +204,7 @@ static float elem_f32(const struct jev_st_tensor *t, uint64_t i) {
     }
 }
 
+/* Exact shape equality; a [C, 1, K] conv is not a [C, K] one, on purpose. */
 static bool shape_is(const struct jev_st_tensor *t, int32_t ndim, const int64_t *want) {
     if (t->ndim != ndim)
         return false;
@@ -202,12 +214,20 @@ static bool shape_is(const struct jev_st_tensor *t, int32_t ndim, const int64_t 
     return true;
 }
 
+/* "tensor 'x': shape [a, b], expected [c, d]": both shapes, so the fix is obvious. */
 static enum jev_status bad_shape(struct mapper *m, const struct jev_st_tensor *t, int32_t ndim, const int64_t *want) {
     char got[160], exp[160];
     return mfail(m, JEV_ERR_FORMAT, "tensor '%s': shape %s, expected %s", t->name,
-                    jev_st_shape_str(t->shape, t->ndim, got, sizeof got), jev_st_shape_str(want, ndim, exp, sizeof exp));
+                 jev_st_shape_str(t->shape, t->ndim, got, sizeof got),
+                 jev_st_shape_str(want, ndim, exp, sizeof exp));
 }
 
+/*
+ * Matrices are used in place by kernels that load words (u32 codes, f32,
+ * bf16 pairs); a misaligned pointer would be undefined behaviour in C and
+ * slow or faulting on other targets. Writers (safetensors, mlx) align
+ * tensors, so a misaligned one is refused rather than copied.
+ */
 static enum jev_status check_aligned(struct mapper *m, const struct jev_st_tensor *t) {
     size_t al = jev_dtype_size(t->dtype);
     if ((uintptr_t)t->data % al != 0)
@@ -217,7 +237,13 @@ static enum jev_status check_aligned(struct mapper *m, const struct jev_st_tenso
     return JEV_OK;
 }
 
-/* A float vector [n] converted to f32 into the arena; one_plus forms 1 + w (HF zero-centred norms). */
+/*
+ * A float vector [n] converted to f32 into the arena; one_plus forms 1 + w (HF zero-centred norms).
+ * Vectors (norms, biases, gates, A_log) are small and read in the token
+ * loop, so they are converted once to f32 in model memory. one_plus forms
+ * the multiplier 1 + w in f32, never in bf16 (spec pitfall 2: forming it
+ * in bf16 rounds small offsets away).
+ */
 static enum jev_status map_vec(struct mapper *m, const char *name, int32_t n, bool one_plus, float **out) {
     const struct jev_st_tensor *t = jev_st_set_find(m->s, name);
     if (!t)
@@ -242,7 +268,12 @@ static enum jev_status map_norm1p(struct mapper *m, const char *name, int32_t n,
     return map_vec(m, name, n, m->layout == JEV_LAYOUT_HF, out);
 }
 
-/* The quantization that config.json expects for `module`: false when it must be float. */
+/*
+ * The quantization that config.json expects for `module`: false when it must be float.
+ * What config.json says module `module` should be: its per-module entry if
+ * any (which may say "not quantized"), else the defaults. Returns false when
+ * the module must not be quantized (no quantization at all, or `false`).
+ */
 static bool expected_quant(struct mapper *m, const char *module, int32_t *bits, int32_t *group) {
     const struct jev_quant_override *o = jev_quant_overrides_find(m->q, module);
     if (o) {
@@ -255,6 +286,13 @@ static bool expected_quant(struct mapper *m, const char *module, int32_t *bits, 
     return m->c->quant.present;
 }
 
+/*
+ * An affine-quantized [rows, cols] matrix. bits and group size are derived
+ * from the shapes (bits = 32 * packed / cols, group = cols / scale_cols) and
+ * must then equal what the config says for this module: mixed-precision
+ * conversions exist, and a silent mismatch would dequantize garbage.
+ * Scales and biases must agree in dtype and shape with each other.
+ */
 static enum jev_status map_quantized(struct mapper *m, const char *module, const struct jev_st_tensor *w,
                                      int32_t rows, int32_t cols, struct jev_matrix *out) {
     char sn[256], bn[256];
@@ -344,7 +382,13 @@ static enum jev_status map_matrix(struct mapper *m, const char *module, int32_t 
     return JEV_OK;
 }
 
-/* conv1d taps to [C][K]: HF [C, 1, K] and MLX [C, K, 1] both flatten to c*K + j. */
+/*
+ * conv1d taps to [C][K]: HF [C, 1, K] and MLX [C, K, 1] both flatten to c*K + j.
+ * The depthwise conv taps. Both layouts flatten to c * K + j (HF's middle
+ * dimension is the single input channel per group, MLX's last one), so only
+ * the expected shape differs; the taps keep F.conv1d's order, where tap K-1
+ * multiplies the current token.
+ */
 static enum jev_status map_conv(struct mapper *m, const char *name, int32_t ch, int32_t k, float **out) {
     const struct jev_st_tensor *t = jev_st_set_find(m->s, name);
     int64_t hf[3] = {ch, 1, k}, mlx[3] = {ch, k, 1};
@@ -368,6 +412,12 @@ static enum jev_status map_conv(struct mapper *m, const char *name, int32_t ch, 
 
 /* ---- text ---- */
 
+/*
+ * One decoder layer: the two 1 + w norms, the token mixer of its kind
+ * (Gated DeltaNet or gated attention), and the SwiGLU MLP. Shapes follow
+ * the derived config sizes (conv_dim = 2 * key_dim + value_dim, q_proj =
+ * 2 * Hq * dh for the per-head [query | gate] layout).
+ */
 static enum jev_status map_layer(struct mapper *m, int i, struct jev_layer_weights *l) {
     const struct jev_text_config *t = &m->c->text;
     const char *tp = m->names.text;
@@ -378,7 +428,8 @@ static enum jev_status map_layer(struct mapper *m, int i, struct jev_layer_weigh
     if (l->kind == JEV_LAYER_LINEAR) {
         struct jev_linear_attn_weights *a = &l->lin;
         JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.in_proj_qkv", tp, i), t->conv_dim, t->hidden, &a->in_qkv));
-        JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.in_proj_z", tp, i), t->lin_value_dim, t->hidden, &a->in_z));
+        JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.in_proj_z", tp, i), t->lin_value_dim, t->hidden,
+                           &a->in_z));
         JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.in_proj_b", tp, i), t->lin_v_heads, t->hidden, &a->in_b));
         JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.in_proj_a", tp, i), t->lin_v_heads, t->hidden, &a->in_a));
         JEV_TRY(map_matrix(m, nm(b, "%slayers.%d.linear_attn.out_proj", tp, i), t->hidden, t->lin_value_dim, &a->out));
@@ -403,6 +454,11 @@ static enum jev_status map_layer(struct mapper *m, int i, struct jev_layer_weigh
     return JEV_OK;
 }
 
+/*
+ * The text model. A tied model's head is the embedding matrix itself (the
+ * same jev_matrix), so the LM head kernels see the quantized embedding in
+ * mlx4 exactly as mlx-vlm's embed_tokens.as_linear does.
+ */
 static enum jev_status map_text(struct mapper *m, struct jev_text_weights *w) {
     const struct jev_text_config *t = &m->c->text;
     char b[256];
@@ -422,7 +478,13 @@ static enum jev_status map_text(struct mapper *m, struct jev_text_weights *w) {
 
 /* ---- vision ---- */
 
-/* Patch embedding to [Dv][c, t, y, x]: HF stores [Dv, c, t, y, x], MLX channels-last [Dv, t, y, x, c]. */
+/*
+ * Patch embedding to [Dv][c, t, y, x]: HF stores [Dv, c, t, y, x], MLX channels-last [Dv, t, y, x, c].
+ * The Conv3d patch embedding as a [Dv][patch_dim] matrix in the pixel
+ * order the preprocessor produces, (c, t, y, x); MLX's channels-last file
+ * order (t, y, x, c) is permuted back here, once, so the vision code has
+ * one layout.
+ */
 static enum jev_status map_patch(struct mapper *m, const char *name, float **out) {
     const struct jev_vision_config *v = &m->c->vision;
     const int64_t C = v->in_channels, T = v->temporal_patch, P = v->patch;
@@ -455,6 +517,11 @@ static enum jev_status map_patch(struct mapper *m, const char *name, float **out
     return JEV_OK;
 }
 
+/*
+ * The vision tower: patch embedding, learned positions (an nn.Embedding,
+ * which mlx may quantize), the blocks, and the merger. LayerNorm weights are
+ * plain multipliers in both layouts (only the text RMSNorms are shifted).
+ */
 static enum jev_status map_vision(struct mapper *m, struct jev_vision_weights *w) {
     const struct jev_vision_config *v = &m->c->vision;
     const char *vp = m->names.vision;
@@ -490,6 +557,10 @@ static enum jev_status map_vision(struct mapper *m, struct jev_vision_weights *w
     return JEV_OK;
 }
 
+/*
+ * The mapping walk: text first, then vision. On failure w holds pointers
+ * into a part-filled arena; the caller frees the arena and ignores w.
+ */
 enum jev_status jev_weights_map(const struct jev_st_set *s, enum jev_layout layout, const struct jev_config *c,
                                 const struct jev_quant_overrides *q, struct jev_arena *a, struct jev_weights *w,
                                 struct jev_error *err) {

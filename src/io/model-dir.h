@@ -71,7 +71,4 @@ enum jev_status jev_weights_map(const struct jev_st_set *s, enum jev_layout layo
                                 const struct jev_quant_overrides *q, struct jev_arena *a, struct jev_weights *w,
                                 struct jev_error *err);
 
-/* Reads a whole file of at most `limit` bytes into a NUL-terminated malloc'ed buffer. */
-enum jev_status jev_read_file(const char *path, size_t limit, char **out, size_t *size, struct jev_error *err);
-
 #endif

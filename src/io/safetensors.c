@@ -9,6 +9,8 @@
  */
 #include "io/safetensors.h" // defines: struct jev_st_file, struct jev_st_set
 
+#include "io/read-file.h" // defines: jev_read_file
+
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -21,6 +23,12 @@
 
 /* ---- dtypes ---- */
 
+/*
+ * The element types the format defines, in the order of enum jev_dtype.
+ * Every one of them must be accepted by the parser even though the model
+ * uses only F32/BF16/F16/U32: a file may carry other tensors (an int64
+ * position table, a bool mask) and must still open.
+ */
 static const struct {
     const char *name; /* header spelling */
     size_t size;      /* bytes per element */
@@ -33,12 +41,15 @@ static const struct {
     [JEV_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
 };
 
+/* Names are static strings; an out-of-range value gets "?" so that a message never prints NULL. */
 const char *jev_dtype_name(enum jev_dtype t) {
     return (unsigned)t < JEV_DTYPE_COUNT ? dtype_info[t].name : "?";
 }
 
+/* Element sizes are the format's; no sub-byte types exist in it (4-bit codes travel as U32). */
 size_t jev_dtype_size(enum jev_dtype t) { return (unsigned)t < JEV_DTYPE_COUNT ? dtype_info[t].size : 0; }
 
+/* Exact, case-sensitive match as the format specifies ("F32", not "f32" or "float32"). */
 bool jev_dtype_parse(const char *s, enum jev_dtype *out) {
     for (int i = 0; i < JEV_DTYPE_COUNT; i++) {
         if (strcmp(s, dtype_info[i].name) == 0) {
@@ -49,6 +60,7 @@ bool jev_dtype_parse(const char *s, enum jev_dtype *out) {
     return false;
 }
 
+/* Used by every shape message here and in the loader, so they all read the same. */
 char *jev_st_shape_str(const int64_t *shape, int32_t ndim, char *buf, size_t size) {
     size_t at = 0;
     buf[0] = '\0';
@@ -62,7 +74,12 @@ char *jev_st_shape_str(const int64_t *shape, int32_t ndim, char *buf, size_t siz
 
 /* ---- header parsing ---- */
 
-/* A JSON integer that is >= 0, as u64. */
+/*
+ * A JSON integer that is >= 0, as u64.
+ * JSON numbers of the header are sizes and offsets: only integers >= 0 are
+ * valid. jansson refuses integers beyond int64 at parse time, so after this
+ * check every value fits a u64 without wrap-around.
+ */
 static bool get_uint(const json_t *v, uint64_t *out) {
     if (!json_is_integer(v) || json_integer_value(v) < 0)
         return false;
@@ -70,10 +87,12 @@ static bool get_uint(const json_t *v, uint64_t *out) {
     return true;
 }
 
+/* Tensors are kept sorted by name so that lookup is a binary search (hundreds of lookups per load). */
 static int cmp_tensor_name(const void *a, const void *b) {
     return strcmp(((const struct jev_st_tensor *)a)->name, ((const struct jev_st_tensor *)b)->name);
 }
 
+/* Overlap check order: by start offset, then by size (ties between empty tensors are harmless). */
 static int cmp_tensor_begin(const void *a, const void *b) {
     const struct jev_st_tensor *x = *(const struct jev_st_tensor *const *)a;
     const struct jev_st_tensor *y = *(const struct jev_st_tensor *const *)b;
@@ -82,7 +101,10 @@ static int cmp_tensor_begin(const void *a, const void *b) {
     return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-/* Copies s into the string area at *at; returns the copy. */
+/*
+ * Copies s into the string area at *at; returns the copy.
+ * The string area was sized in pass 1, so the copy cannot overrun it.
+ */
 static const char *put_str(char **at, const char *s) {
     size_t n = strlen(s) + 1;
     memcpy(*at, s, n);
@@ -91,7 +113,15 @@ static const char *put_str(char **at, const char *s) {
     return r;
 }
 
-/* Fills t from one header entry (name already set), validating everything. */
+/*
+ * Fills t from one header entry (name already set), validating everything.
+ * One header entry, in the order a reader needs to trust it: dtype known,
+ * shape well formed and its byte size representable, offsets ordered,
+ * inside the data area, and exactly as long as the shape says. Only then
+ * does t->data point into the file. Unknown extra keys are ignored (the
+ * format has none today, and rejecting them would break forward
+ * compatibility for no safety gain).
+ */
 static enum jev_status parse_entry(const struct jev_st_file *f, const char *name, const json_t *e,
                                    struct jev_st_tensor *t, struct jev_error *err) {
     const char *p = f->path;
@@ -151,7 +181,13 @@ static enum jev_status parse_entry(const struct jev_st_file *f, const char *name
     return JEV_OK;
 }
 
-/* Rejects overlapping tensors: sorted by begin, each must start at or after the previous end. */
+/*
+ * Rejects overlapping tensors: sorted by begin, each must start at or after the previous end.
+ * Two tensors sharing bytes would let a write through one (never done here,
+ * but done by tools that patch files) or a reinterpretation alias the other;
+ * the format forbids it, so it is refused. Gaps are allowed: they are
+ * harmless for reading, and the reference writer never produces them.
+ */
 static enum jev_status check_overlaps(const struct jev_st_file *f, struct jev_error *err) {
     if (f->n_tensors < 2)
         return JEV_OK;
@@ -177,15 +213,25 @@ static enum jev_status check_overlaps(const struct jev_st_file *f, struct jev_er
     return st;
 }
 
-/* Parses and validates f->bytes[0..size) (f->path set). */
+/*
+ * Parses and validates f->bytes[0..size) (f->path set).
+ * The whole validation of one file. Bounds come first (length field, then
+ * the header must fit before the JSON is even looked at), then the JSON,
+ * then every entry. Two passes over the object: the first counts names and
+ * bytes so that one allocation holds all tensors and strings (no realloc
+ * churn on a 1000-tensor header), the second fills and validates.
+ */
 static enum jev_status parse_file(struct jev_st_file *f, struct jev_error *err) {
     const char *p = f->path;
     if (f->size < 8)
         return jev_fail(err, JEV_ERR_FORMAT, "%s: truncated: %zu bytes, shorter than the 8-byte header length", p,
                         f->size);
+    /* the length is little-endian on every platform: assembled byte by byte, no cast of the mapping */
     uint64_t hl = 0;
     for (int i = 7; i >= 0; i--)
         hl = hl << 8 | f->bytes[i];
+    /* the 100 MiB cap bounds the JSON parser's memory (a 0.8B header is ~100 KiB); the subtraction
+       form of the second test cannot wrap, unlike `8 + hl > size` */
     if (hl > JEV_ST_MAX_HEADER)
         return jev_fail(err, JEV_ERR_FORMAT, "%s: header length %llu exceeds the limit of %llu bytes", p,
                         (unsigned long long)hl, (unsigned long long)JEV_ST_MAX_HEADER);
@@ -196,6 +242,8 @@ static enum jev_status parse_file(struct jev_st_file *f, struct jev_error *err) 
     f->data = f->bytes + 8 + hl;
     f->data_size = f->size - 8 - hl;
 
+    /* jansson parses exactly hl bytes (no NUL needed); trailing spaces, which writers use as padding,
+       are JSON whitespace. Duplicate names would make lookup ambiguous: rejected. */
     json_error_t je;
     json_t *root = json_loadb((const char *)f->bytes + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
     if (!root)
@@ -234,6 +282,7 @@ static enum jev_status parse_file(struct jev_st_file *f, struct jev_error *err) 
         n_t++;
         chars += strlen(key) + 1;
     }
+    /* a 100 MiB header cannot hold this many entries, but the count is int32 below: say so */
     if (n_t > INT32_MAX / 2) {
         st = jev_fail(err, JEV_ERR_FORMAT, "%s: too many tensors (%zu)", p, n_t);
         goto done;
@@ -267,6 +316,7 @@ static enum jev_status parse_file(struct jev_st_file *f, struct jev_error *err) 
         if ((st = parse_entry(f, t->name, val, t, err)) != JEV_OK)
             goto done;
     }
+    /* sorted for lookup only after every entry validated; overlaps need all entries */
     qsort(f->tensors, (size_t)f->n_tensors, sizeof *f->tensors, cmp_tensor_name);
     st = check_overlaps(f, err);
 done:
@@ -276,11 +326,13 @@ done:
 
 /* ---- files ---- */
 
+/* The path is copied because messages and users (jev info) refer to it after the caller's string is gone. */
 static enum jev_status set_path(struct jev_st_file *f, const char *path, struct jev_error *err) {
     f->path = strdup(path);
     return f->path ? JEV_OK : jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", path);
 }
 
+/* The fuzz target's entry: the same parser as for a mapped file, over the caller's bytes. */
 enum jev_status jev_st_file_open_memory(struct jev_st_file *f, const void *bytes, size_t size, const char *label,
                                         struct jev_error *err) {
     memset(f, 0, sizeof *f);
@@ -293,6 +345,12 @@ enum jev_status jev_st_file_open_memory(struct jev_st_file *f, const void *bytes
     return st;
 }
 
+/*
+ * mmap read-only and private: weights are never copied, pages are shared
+ * between processes that load the same model, and nothing can write
+ * through the mapping. Only regular files are accepted (a FIFO or a device
+ * would make the size meaningless).
+ */
 enum jev_status jev_st_file_open(struct jev_st_file *f, const char *path, struct jev_error *err) {
     memset(f, 0, sizeof *f);
     JEV_TRY(set_path(f, path, err));
@@ -309,6 +367,8 @@ enum jev_status jev_st_file_open(struct jev_st_file *f, const char *path, struct
         goto fail;
     }
     f->size = (size_t)sb.st_size;
+    /* the size is taken once from fstat; a file truncated by someone else after this point would
+       fault on access (SIGBUS), as with any mmap reader: model files are not edited in place */
     if (f->size >= 8) { /* an empty file cannot be mapped; parse_file reports short ones */
         void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -331,6 +391,7 @@ fail:
     return st;
 }
 
+/* Safe on a zeroed or already closed file, so every error path can simply call it. */
 void jev_st_file_close(struct jev_st_file *f) {
     if (f->map)
         munmap(f->map, f->map_size);
@@ -339,6 +400,7 @@ void jev_st_file_close(struct jev_st_file *f) {
     memset(f, 0, sizeof *f);
 }
 
+/* Binary search over the name-sorted tensors. */
 const struct jev_st_tensor *jev_st_file_find(const struct jev_st_file *f, const char *name) {
     size_t lo = 0, hi = (size_t)f->n_tensors;
     while (lo < hi) {
@@ -354,6 +416,7 @@ const struct jev_st_tensor *jev_st_file_find(const struct jev_st_file *f, const 
     return NULL;
 }
 
+/* Linear: a header holds a handful of metadata entries at most. */
 const char *jev_st_file_meta(const struct jev_st_file *f, const char *key) {
     for (int32_t i = 0; i < f->n_meta; i++)
         if (strcmp(f->meta[i].key, key) == 0)
@@ -368,6 +431,11 @@ static bool plain_file_name(const char *s) {
     return s[0] != '\0' && strchr(s, '/') == NULL && strcmp(s, ".") != 0 && strcmp(s, "..") != 0;
 }
 
+/*
+ * The whole document is validated before the first callback, so a caller
+ * never acts on half of a bad index. The "metadata" object (total_size) is
+ * not needed and not checked beyond being JSON.
+ */
 enum jev_status jev_st_index_parse(const char *json, size_t size, const char *label, jev_st_index_fn fn, void *arg,
                                    struct jev_error *err) {
     json_error_t je;
@@ -411,6 +479,7 @@ struct index_entries {
     size_t n, cap; /* used and allocated entries */
 };
 
+/* Copies one weight_map entry (the JSON document is freed before the shards are opened). */
 static enum jev_status collect_entry(const char *name, const char *shard, void *arg, struct jev_error *err) {
     struct index_entries *e = arg;
     if (e->n == e->cap) {
@@ -433,6 +502,7 @@ static enum jev_status collect_entry(const char *name, const char *shard, void *
     return JEV_OK;
 }
 
+/* Frees what collect_entry copied, also after a partial failure. */
 static void free_entries(struct index_entries *e) {
     for (size_t i = 0; i < e->n; i++) {
         free(e->names[i]);
@@ -442,37 +512,14 @@ static void free_entries(struct index_entries *e) {
     free(e->shards);
 }
 
+/* qsort helpers: shard names, and the set's tensors by name. */
 static int cmp_str_ptr(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static int cmp_tensor_ptr_name(const void *a, const void *b) {
     return strcmp((*(const struct jev_st_tensor *const *)a)->name, (*(const struct jev_st_tensor *const *)b)->name);
 }
 
-/* Reads a whole small file into a malloc'ed buffer (limit bytes at most). */
-static enum jev_status read_small_file(const char *path, size_t limit, char **out, size_t *size,
-                                       struct jev_error *err) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp)
-        return jev_fail(err, JEV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = malloc(limit + 1);
-    if (!buf) {
-        fclose(fp);
-        return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", path);
-    }
-    size_t n = fread(buf, 1, limit + 1, fp);
-    bool bad = ferror(fp) != 0;
-    fclose(fp);
-    if (bad || n > limit) {
-        free(buf);
-        return bad ? jev_fail(err, JEV_ERR_IO, "%s: read error", path)
-                   : jev_fail(err, JEV_ERR_FORMAT, "%s: larger than the limit of %zu bytes", path, limit);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *size = n;
-    return JEV_OK;
-}
-
+/* DIR/NAME as a new string (NULL when out of memory). */
 static char *join_path(const char *dir, const char *name) {
     size_t n = strlen(dir) + strlen(name) + 2;
     char *p = malloc(n);
@@ -481,15 +528,24 @@ static char *join_path(const char *dir, const char *name) {
     return p;
 }
 
-/* Opens the shards an index names and builds the name table from weight_map. */
+/*
+ * Opens the shards an index names and builds the name table from weight_map.
+ * A sharded model: the index's weight_map decides which tensors exist (a
+ * tensor present in a shard but not in the index is not reachable, as with
+ * HF's loader). Distinct shard names are sorted and opened once each; then
+ * every entry must be found in the shard it names, so a stale or edited
+ * index fails at load instead of at first use.
+ */
 static enum jev_status open_sharded(struct jev_st_set *s, const char *index_path, struct jev_error *err) {
     char *json = NULL;
     size_t size = 0;
     struct index_entries e = {0};
     char **uniq = NULL;
-    enum jev_status st = read_small_file(index_path, JEV_ST_MAX_INDEX, &json, &size, err);
+    enum jev_status st = jev_read_file(index_path, JEV_ST_MAX_INDEX, &json, &size, err);
     if (st != JEV_OK)
         return st;
+    /* messages about the index's content name the index by its file name (its path is in the
+       messages about the file itself, which the parser produces) */
     const char *label = "model.safetensors.index.json";
     if ((st = jev_st_index_parse(json, size, index_path, collect_entry, &e, err)) != JEV_OK)
         goto done;
@@ -528,7 +584,8 @@ static enum jev_status open_sharded(struct jev_st_set *s, const char *index_path
         s->n_files++;
     }
     for (size_t i = 0; i < e.n; i++) {
-        /* the shard of entry i, by binary search over the sorted distinct names */
+        /* the shard of entry i, by binary search over the sorted distinct names (files[k] was opened
+           from uniq[k], so the index found is also the file's) */
         size_t lo = 0, hi = nu;
         while (hi - lo > 1) {
             size_t mid = (lo + hi) / 2;
@@ -554,6 +611,10 @@ done:
     return st;
 }
 
+/*
+ * The index wins when both it and model.safetensors exist, as in HF
+ * (save_pretrained never leaves both, but a hand-edited directory might).
+ */
 enum jev_status jev_st_set_open(struct jev_st_set *s, const char *dir, struct jev_error *err) {
     memset(s, 0, sizeof *s);
     s->dir = strdup(dir);
@@ -582,6 +643,7 @@ enum jev_status jev_st_set_open(struct jev_st_set *s, const char *dir, struct je
     if ((st = jev_st_file_open(&s->files[0], single, err)) != JEV_OK)
         goto done;
     s->n_files = 1;
+    /* one file: the set's name table is the file's (already sorted), so lookups work the same way */
     const struct jev_st_file *f = &s->files[0];
     s->by_name = malloc(((size_t)f->n_tensors + 1) * sizeof *s->by_name);
     if (!s->by_name) {
@@ -601,6 +663,7 @@ done:
     return st;
 }
 
+/* Safe on a zeroed or partially opened set. */
 void jev_st_set_close(struct jev_st_set *s) {
     for (int32_t i = 0; i < s->n_files; i++)
         jev_st_file_close(&s->files[i]);
@@ -610,6 +673,7 @@ void jev_st_set_close(struct jev_st_set *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Binary search over the set's name table (the model loader's only lookup). */
 const struct jev_st_tensor *jev_st_set_find(const struct jev_st_set *s, const char *name) {
     size_t lo = 0, hi = (size_t)s->n_tensors;
     while (lo < hi) {

@@ -16,6 +16,7 @@
 
 #include "io/config-json.h" // defines: struct jev_quant_overrides
 
+/* All zero: every core, the CPU backend, vision loaded. */
 struct jev_model_params jev_model_default_params(void) {
     struct jev_model_params p = {0};
     p.n_threads = 0;
@@ -24,6 +25,13 @@ struct jev_model_params jev_model_default_params(void) {
     return p;
 }
 
+/*
+ * Loads in the order that gives the most useful first error: config (cheap,
+ * explains sizes), tensors (opens and validates the files), layout (from the
+ * names), then the weights against the config. The arena is sized from the
+ * config before mapping, so the vectors cost one allocation and the mapping
+ * cannot run out of room halfway through a valid model.
+ */
 enum jev_status jev_model_open(const char *dir, const struct jev_model_params *params, struct jev_model **out,
                                struct jev_error *err) {
     *out = NULL;
@@ -62,6 +70,7 @@ fail:
     return st;
 }
 
+/* The public entry (include/jev.h): the same, with the message copied into the caller's buffer. */
 enum jev_status jev_model_load(const char *dir, const struct jev_model_params *params, struct jev_model **out,
                                char *err, size_t err_size) {
     struct jev_error e = {0};
@@ -74,6 +83,7 @@ enum jev_status jev_model_load(const char *dir, const struct jev_model_params *p
     return st;
 }
 
+/* Unmaps the files: every matrix pointer of the model dies here. */
 void jev_model_free(struct jev_model *m) {
     if (!m)
         return;
@@ -83,6 +93,10 @@ void jev_model_free(struct jev_model *m) {
     free(m);
 }
 
+/*
+ * Hashing reads every byte of the weights (seconds for 1.7 GB), so it is
+ * done on demand (jev info --sha256, golden checks), never at load.
+ */
 enum jev_status jev_model_weights_sha256(const struct jev_model *m, char out[JEV_SHA256_HEX], struct jev_error *err) {
     if (!m->tensors.sharded)
         return jev_sha256_file(m->tensors.files[0].path, out, err);

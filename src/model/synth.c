@@ -1,8 +1,9 @@
 /*
- * synth.c - the synthetic model writer of synth.h.
+ * synth.c - the synthetic model writer of synth.h: turns the plan of
+ * synth-plan.c into files.
  *
  * Three steps:
- *   1. plan: walk the model in HF terms (embed, layers, norm, head, vision,
+ *   1. plan (synth-plan.c): walk the model in HF terms (embed, layers, norm, head, vision,
  *      mtp) and list, for every logical weight, how it is generated (its HF
  *      name is the generator key, so both layouts share the floats) and which
  *      output tensors it becomes in the chosen layout (one float tensor, or
@@ -16,25 +17,17 @@
  *      written with pwrite at their offsets. Memory stays at a few MiB
  *      whatever the model size.
  * Everything goes into a temporary sibling directory that is renamed into
- * place at the end.
- *
- * Determinism: the generator is splitmix64 keyed by (seed, FNV-1a of the
- * name, element pair), normals come from Marsaglia's polar method with a
- * log built from + - * / only (jev_synth_log), and sqrt is IEEE correctly
- * rounded. No libm transcendental is used. Floating-point contraction must be
- * off (gcc in ISO C mode does not contract; clang is told below).
+ * place at the end, so a reader never sees a partial model directory.
+ * The bytes depend only on the plan (no timestamps, no thread-count effects:
+ * rows are generated independently and written at fixed offsets).
  */
-#include "model/synth.h" // defines: jev_synth_write
-
-#ifdef __clang__
-#pragma STDC FP_CONTRACT OFF
-#endif
+#include "model/synth.h"      // defines: jev_synth_write
+#include "model/synth-plan.h" // defines: struct jev_synth_plan
 
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,430 +38,8 @@
 #include "base/pool.h"      // defines: jev_pool_run
 #include "base/timing.h"    // defines: jev_now_ms
 #include "io/config-json.h" // defines: jev_config_parse
-#include "io/model-dir.h"   // defines: jev_read_file
+#include "io/read-file.h"   // defines: jev_read_file
 #include "io/safetensors.h" // defines: enum jev_dtype
-
-/* ---- deterministic numbers ---- */
-
-#define GOLDEN 0x9e3779b97f4a7c15ull
-
-static uint64_t mix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-/* A uniform double in [0, 1) with 53 random bits. */
-static double unit53(uint64_t x) { return (double)(x >> 11) * 0x1.0p-53; }
-
-static uint64_t name_key(uint64_t seed, const char *name) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
-        h = (h ^ *p) * 0x100000001b3ull;
-    return mix64(mix64(seed + GOLDEN) ^ h);
-}
-
-double jev_synth_log(double x) {
-    /* x = m * 2^e with m in [sqrt(1/2), sqrt(2)); ln m = 2 atanh(t), t = (m-1)/(m+1), |t| < 0.172,
-       summed to t^29 (the next term is below 1e-23 relative). Only + - * / on doubles. */
-    uint64_t b;
-    memcpy(&b, &x, 8);
-    int e = (int)((b >> 52) & 0x7ff) - 1023;
-    b = (b & 0x000fffffffffffffull) | 0x3ff0000000000000ull;
-    double m;
-    memcpy(&m, &b, 8);
-    if (m > 1.4142135623730951) {
-        m = m * 0.5;
-        e += 1;
-    }
-    double t = (m - 1.0) / (m + 1.0);
-    double t2 = t * t;
-    double poly = 1.0 / 29.0;
-    for (int k = 27; k >= 1; k -= 2)
-        poly = poly * t2 + 1.0 / (double)k;
-    const double ln2_hi = 6.93147180369123816490e-01, ln2_lo = 1.90821492927058770002e-10;
-    return (double)e * ln2_hi + ((double)e * ln2_lo + 2.0 * t * poly);
-}
-
-/* Two independent N(0, 1) draws for element pair `pair` of a tensor (Marsaglia polar). */
-static void normal_pair(uint64_t key, uint64_t pair, double *a, double *b) {
-    uint64_t s = mix64(key ^ (pair * 0xd1b54a32d192ed03ull));
-    for (;;) {
-        s += GOLDEN;
-        double u = 2.0 * unit53(mix64(s)) - 1.0;
-        s += GOLDEN;
-        double v = 2.0 * unit53(mix64(s)) - 1.0;
-        double q = u * u + v * v;
-        if (q > 0.0 && q < 1.0) {
-            double f = sqrt(-2.0 * jev_synth_log(q) / q);
-            *a = u * f;
-            *b = v * f;
-            return;
-        }
-    }
-}
-
-double jev_synth_normal(uint64_t seed, const char *name, uint64_t i) {
-    double a, b;
-    normal_pair(name_key(seed, name), i >> 1, &a, &b);
-    return (i & 1) ? b : a;
-}
-
-/* A uniform draw in [0, 1) for element i (its own counter, independent of the normals). */
-static double uniform_at(uint64_t key, uint64_t i) { return unit53(mix64(mix64(key + GOLDEN) ^ (i * GOLDEN))); }
-
-static float bf16_round(float f) { return jev_bf16_to_f32(jev_f32_to_bf16(f)); }
-
-/* ---- quantization ---- */
-
-void jev_synth_quantize(const float *w, int64_t n, int32_t bits, int32_t group, uint32_t *codes, uint16_t *scales,
-                        uint16_t *biases) {
-    const uint32_t qmax = (1u << bits) - 1u;
-    memset(codes, 0, (size_t)(n * bits / 32) * sizeof *codes);
-    for (int64_t g = 0; g < n / group; g++) {
-        const float *x = w + g * group;
-        float mn = x[0], mx = x[0];
-        for (int32_t k = 1; k < group; k++) {
-            mn = x[k] < mn ? x[k] : mn;
-            mx = x[k] > mx ? x[k] : mx;
-        }
-        scales[g] = jev_f32_to_bf16((mx - mn) / (float)qmax);
-        biases[g] = jev_f32_to_bf16(mn);
-        /* codes are chosen against the rounded scale and bias, the values the loader will see */
-        float s = jev_bf16_to_f32(scales[g]), b = jev_bf16_to_f32(biases[g]);
-        for (int32_t k = 0; k < group; k++) {
-            uint32_t q = 0;
-            if (s > 0.0f) {
-                float r = nearbyintf((x[k] - b) / s);
-                q = r < 0.0f ? 0u : r > (float)qmax ? qmax : (uint32_t)r;
-            }
-            int64_t bit = (g * group + k) * bits;
-            int64_t word = bit >> 5;
-            int off = (int)(bit & 31);
-            codes[word] |= q << off;
-            if (off + bits > 32)
-                codes[word + 1] |= q >> (32 - off);
-        }
-    }
-}
-
-/* ---- the plan ---- */
-
-enum gen {
-    GEN_NORMAL,      /* bf16(p0 * N(0,1)): matrices, embeddings, biases */
-    GEN_NORM_OFFSET, /* zero-centred RMSNorm offsets on a 2^-7 grid, so 1 + w is exact in bf16 */
-    GEN_ONE_NOISE,   /* bf16(1 + p0 * N(0,1)): plain-multiplier norms, dt_bias, LayerNorm weights */
-    GEN_UNIFORM,     /* bf16(U(p0, p1)): conv taps */
-    GEN_A_LOG,       /* f32(log(U(1, 16))) */
-};
-
-enum form {
-    FORM_FLOAT,     /* the values as they are, in the output dtype */
-    FORM_SHIFTED,   /* 1 + w (MLX's pre-shifted norms) */
-    FORM_PATCH_MLX, /* rows (c, t, y, x) permuted to channels-last (t, y, x, c) */
-    FORM_QUANT,     /* affine codes + scales + biases */
-};
-
-struct out_tensor {
-    char *name;              /* tensor name in the file (owned) */
-    enum jev_dtype dtype;    /* stored dtype */
-    int32_t ndim;            /* dimensions */
-    int64_t shape[5];        /* stored shape */
-    uint64_t nbytes;         /* bytes */
-    int32_t shard;           /* shard index */
-    uint64_t offset;         /* offset in its shard's data area */
-};
-
-struct item {
-    char *key;               /* HF tensor name: the generator key (owned) */
-    enum gen gen;            /* how values are drawn */
-    double p0, p1;           /* generator parameters */
-    enum form form;          /* how they are stored */
-    int64_t rows, cols;      /* logical [rows][cols] (a vector is one row) */
-    int32_t n_out;           /* 1, or 3 for FORM_QUANT */
-    int32_t out[3];          /* indices of its output tensors: weight (codes), scales, biases */
-};
-
-struct plan {
-    struct out_tensor *t;    /* [nt] output tensors, model order */
-    int32_t nt, capt;        /* used / allocated */
-    struct item *it;         /* [ni] logical weights, model order */
-    int32_t ni, capi;        /* used / allocated */
-    enum jev_synth_layout layout; /* output layout */
-    int32_t bits, group;     /* quantization (mlx4) */
-    int64_t n_params;        /* logical elements */
-    bool oom;                /* an allocation failed while planning */
-};
-
-/* The MLX name of an HF name (mlx-vlm's sanitize renames). */
-static void mlx_name(const char *hf, char *out, size_t size) {
-    static const char *map[][2] = {
-        {"model.language_model.", "language_model.model."},
-        {"model.visual.", "vision_tower."},
-        {"lm_head", "language_model.lm_head"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i][0]);
-        if (strncmp(hf, map[i][0], n) == 0) {
-            snprintf(out, size, "%s%s", map[i][1], hf + n);
-            return;
-        }
-    }
-    snprintf(out, size, "%s", hf);
-}
-
-static int32_t add_out(struct plan *pl, const char *hf_name, const char *suffix, enum jev_dtype dt, int32_t ndim,
-                       const int64_t *shape) {
-    if (pl->nt == pl->capt) {
-        int32_t cap = pl->capt ? pl->capt * 2 : 256;
-        struct out_tensor *t = realloc(pl->t, (size_t)cap * sizeof *t);
-        if (!t) {
-            pl->oom = true;
-            return 0;
-        }
-        pl->t = t;
-        pl->capt = cap;
-    }
-    char name[256], full[300];
-    if (pl->layout == JEV_SYNTH_MLX4)
-        mlx_name(hf_name, name, sizeof name);
-    else
-        snprintf(name, sizeof name, "%s", hf_name);
-    snprintf(full, sizeof full, "%s%s", name, suffix);
-    struct out_tensor *o = &pl->t[pl->nt];
-    memset(o, 0, sizeof *o);
-    o->name = strdup(full);
-    pl->oom |= o->name == NULL;
-    o->dtype = dt;
-    o->ndim = ndim;
-    uint64_t n = 1;
-    for (int32_t i = 0; i < ndim; i++) {
-        o->shape[i] = shape[i];
-        n *= (uint64_t)shape[i];
-    }
-    o->nbytes = n * jev_dtype_size(dt);
-    return pl->nt++;
-}
-
-static struct item *add_item(struct plan *pl, const char *key, enum gen g, double p0, double p1, enum form f,
-                             int64_t rows, int64_t cols) {
-    static struct item dummy; /* absorbs writes after an allocation failure */
-    if (pl->ni == pl->capi) {
-        int32_t cap = pl->capi ? pl->capi * 2 : 256;
-        struct item *it = realloc(pl->it, (size_t)cap * sizeof *it);
-        if (!it) {
-            pl->oom = true;
-            return &dummy;
-        }
-        pl->it = it;
-        pl->capi = cap;
-    }
-    struct item *it = &pl->it[pl->ni++];
-    *it = (struct item){.key = strdup(key), .gen = g, .p0 = p0, .p1 = p1, .form = f, .rows = rows, .cols = cols};
-    pl->oom |= it->key == NULL;
-    pl->n_params += rows * cols;
-    return it;
-}
-
-/* A Linear / Embedding `module` [rows, cols]; quantized in mlx4 when cols is a multiple of the group. */
-static void plan_matrix(struct plan *pl, const char *module, int64_t rows, int64_t cols) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.weight", module);
-    bool q = pl->layout == JEV_SYNTH_MLX4 && cols % pl->group == 0 && (cols * pl->bits) % 32 == 0;
-    struct item *it = add_item(pl, key, GEN_NORMAL, 0.02, 0, q ? FORM_QUANT : FORM_FLOAT, rows, cols);
-    if (!q) {
-        int64_t sh[2] = {rows, cols};
-        it->out[it->n_out++] = add_out(pl, module, ".weight", JEV_DTYPE_BF16, 2, sh);
-        return;
-    }
-    int64_t wsh[2] = {rows, cols * pl->bits / 32}, ssh[2] = {rows, cols / pl->group};
-    it->out[it->n_out++] = add_out(pl, module, ".weight", JEV_DTYPE_U32, 2, wsh);
-    it->out[it->n_out++] = add_out(pl, module, ".scales", JEV_DTYPE_BF16, 2, ssh);
-    it->out[it->n_out++] = add_out(pl, module, ".biases", JEV_DTYPE_BF16, 2, ssh);
-}
-
-/* A vector [n]: dtype per layout; shift_mlx stores 1 + w in mlx4 (the zero-centred norms). */
-static void plan_vec(struct plan *pl, const char *name, int64_t n, enum gen g, double p0, double p1,
-                     enum jev_dtype hf_dt, enum jev_dtype mlx_dt, bool shift_mlx) {
-    bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    struct item *it = add_item(pl, name, g, p0, p1, mlx && shift_mlx ? FORM_SHIFTED : FORM_FLOAT, 1, n);
-    int64_t sh[1] = {n};
-    it->out[it->n_out++] = add_out(pl, name, "", mlx ? mlx_dt : hf_dt, 1, sh);
-}
-
-static void plan_norm1p(struct plan *pl, const char *name, int64_t n) {
-    plan_vec(pl, name, n, GEN_NORM_OFFSET, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, true);
-}
-
-/* A Linear's float bias. */
-static void plan_bias(struct plan *pl, const char *name, int64_t n) {
-    plan_vec(pl, name, n, GEN_NORMAL, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-}
-
-/* A LayerNorm weight (plain multiplier near 1) and bias. */
-static void plan_layernorm(struct plan *pl, const char *prefix, int64_t n) {
-    char b[256];
-    snprintf(b, sizeof b, "%s.weight", prefix);
-    plan_vec(pl, b, n, GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-    snprintf(b, sizeof b, "%s.bias", prefix);
-    plan_bias(pl, b, n);
-}
-
-/* conv1d taps: HF [C, 1, K], MLX [C, K, 1]; the same flat order c*K + j. */
-static void plan_conv(struct plan *pl, const char *name, int64_t ch, int64_t k) {
-    struct item *it = add_item(pl, name, GEN_UNIFORM, -0.5, 0.5, FORM_FLOAT, ch, k);
-    int64_t hf[3] = {ch, 1, k}, mlx[3] = {ch, k, 1};
-    it->out[it->n_out++] = add_out(pl, name, "", JEV_DTYPE_BF16, 3, pl->layout == JEV_SYNTH_MLX4 ? mlx : hf);
-}
-
-static void plan_full_attn(struct plan *pl, const char *p, const struct jev_text_config *t) {
-    char b[256];
-    snprintf(b, sizeof b, "%sself_attn.q_proj", p);
-    plan_matrix(pl, b, t->q_proj_out, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.k_proj", p);
-    plan_matrix(pl, b, t->kv_dim, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.v_proj", p);
-    plan_matrix(pl, b, t->kv_dim, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.o_proj", p);
-    plan_matrix(pl, b, t->hidden, t->attn_out);
-    snprintf(b, sizeof b, "%sself_attn.q_norm.weight", p);
-    plan_norm1p(pl, b, t->head_dim);
-    snprintf(b, sizeof b, "%sself_attn.k_norm.weight", p);
-    plan_norm1p(pl, b, t->head_dim);
-}
-
-static void plan_mlp(struct plan *pl, const char *p, const struct jev_text_config *t) {
-    char b[256];
-    snprintf(b, sizeof b, "%smlp.gate_proj", p);
-    plan_matrix(pl, b, t->intermediate, t->hidden);
-    snprintf(b, sizeof b, "%smlp.up_proj", p);
-    plan_matrix(pl, b, t->intermediate, t->hidden);
-    snprintf(b, sizeof b, "%smlp.down_proj", p);
-    plan_matrix(pl, b, t->hidden, t->intermediate);
-}
-
-static void plan_layer(struct plan *pl, const struct jev_text_config *t, int i) {
-    char p[128], b[256];
-    snprintf(p, sizeof p, "model.language_model.layers.%d.", i);
-    snprintf(b, sizeof b, "%sinput_layernorm.weight", p);
-    plan_norm1p(pl, b, t->hidden);
-    if (t->layer_kind[i] == JEV_LAYER_LINEAR) {
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_qkv", p);
-        plan_matrix(pl, b, t->conv_dim, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_z", p);
-        plan_matrix(pl, b, t->lin_value_dim, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_b", p);
-        plan_matrix(pl, b, t->lin_v_heads, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_a", p);
-        plan_matrix(pl, b, t->lin_v_heads, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.conv1d.weight", p);
-        plan_conv(pl, b, t->conv_dim, t->conv_kernel);
-        snprintf(b, sizeof b, "%slinear_attn.dt_bias", p);
-        plan_vec(pl, b, t->lin_v_heads, GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-        snprintf(b, sizeof b, "%slinear_attn.A_log", p); /* f32 in both (mlx's cast predicate keeps it) */
-        plan_vec(pl, b, t->lin_v_heads, GEN_A_LOG, 0, 0, JEV_DTYPE_F32, JEV_DTYPE_F32, false);
-        snprintf(b, sizeof b, "%slinear_attn.norm.weight", p); /* f32 in the official checkpoint, never shifted */
-        plan_vec(pl, b, t->lin_v_dim, GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_F32, JEV_DTYPE_BF16, false);
-        snprintf(b, sizeof b, "%slinear_attn.out_proj", p);
-        plan_matrix(pl, b, t->hidden, t->lin_value_dim);
-    } else {
-        plan_full_attn(pl, p, t);
-    }
-    snprintf(b, sizeof b, "%spost_attention_layernorm.weight", p);
-    plan_norm1p(pl, b, t->hidden);
-    plan_mlp(pl, p, t);
-}
-
-static void plan_vision(struct plan *pl, const struct jev_vision_config *v) {
-    const char *vp = "model.visual.";
-    char b[256], p[128];
-    snprintf(b, sizeof b, "%spatch_embed.proj.weight", vp);
-    bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    struct item *it = add_item(pl, b, GEN_NORMAL, 0.02, 0, mlx ? FORM_PATCH_MLX : FORM_FLOAT, v->hidden,
-                               v->patch_dim);
-    int64_t hf[5] = {v->hidden, v->in_channels, v->temporal_patch, v->patch, v->patch};
-    int64_t cl[5] = {v->hidden, v->temporal_patch, v->patch, v->patch, v->in_channels};
-    it->out[it->n_out++] = add_out(pl, b, "", JEV_DTYPE_BF16, 5, mlx ? cl : hf);
-    snprintf(b, sizeof b, "%spatch_embed.proj.bias", vp);
-    plan_bias(pl, b, v->hidden);
-    snprintf(b, sizeof b, "%spos_embed", vp);
-    plan_matrix(pl, b, v->n_pos_embed, v->hidden);
-    for (int j = 0; j < v->depth; j++) {
-        snprintf(p, sizeof p, "%sblocks.%d.", vp, j);
-        snprintf(b, sizeof b, "%snorm1", p);
-        plan_layernorm(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%snorm2", p);
-        plan_layernorm(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%sattn.qkv", p);
-        plan_matrix(pl, b, 3 * v->hidden, v->hidden);
-        snprintf(b, sizeof b, "%sattn.qkv.bias", p);
-        plan_bias(pl, b, 3 * v->hidden);
-        snprintf(b, sizeof b, "%sattn.proj", p);
-        plan_matrix(pl, b, v->hidden, v->hidden);
-        snprintf(b, sizeof b, "%sattn.proj.bias", p);
-        plan_bias(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%smlp.linear_fc1", p);
-        plan_matrix(pl, b, v->intermediate, v->hidden);
-        snprintf(b, sizeof b, "%smlp.linear_fc1.bias", p);
-        plan_bias(pl, b, v->intermediate);
-        snprintf(b, sizeof b, "%smlp.linear_fc2", p);
-        plan_matrix(pl, b, v->hidden, v->intermediate);
-        snprintf(b, sizeof b, "%smlp.linear_fc2.bias", p);
-        plan_bias(pl, b, v->hidden);
-    }
-    snprintf(b, sizeof b, "%smerger.norm", vp);
-    plan_layernorm(pl, b, v->hidden);
-    snprintf(b, sizeof b, "%smerger.linear_fc1", vp);
-    plan_matrix(pl, b, v->merge_in, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc1.bias", vp);
-    plan_bias(pl, b, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc2", vp);
-    plan_matrix(pl, b, v->out_hidden, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc2.bias", vp);
-    plan_bias(pl, b, v->out_hidden);
-}
-
-/* The multi-token-prediction head of the official checkpoint (HF and jev ignore it; mlx-vlm drops it). */
-static void plan_mtp(struct plan *pl, const struct jev_text_config *t, int n) {
-    char p[64];
-    plan_matrix(pl, "mtp.fc", t->hidden, 2 * (int64_t)t->hidden);
-    plan_norm1p(pl, "mtp.pre_fc_norm_embedding.weight", t->hidden);
-    plan_norm1p(pl, "mtp.pre_fc_norm_hidden.weight", t->hidden);
-    for (int i = 0; i < n; i++) {
-        char b[128];
-        snprintf(p, sizeof p, "mtp.layers.%d.", i);
-        snprintf(b, sizeof b, "%sinput_layernorm.weight", p);
-        plan_norm1p(pl, b, t->hidden);
-        plan_full_attn(pl, p, t);
-        snprintf(b, sizeof b, "%spost_attention_layernorm.weight", p);
-        plan_norm1p(pl, b, t->hidden);
-        plan_mlp(pl, p, t);
-    }
-    plan_norm1p(pl, "mtp.norm.weight", t->hidden);
-}
-
-static void plan_model(struct plan *pl, const struct jev_config *c, int n_mtp) {
-    const struct jev_text_config *t = &c->text;
-    plan_matrix(pl, "model.language_model.embed_tokens", t->vocab_size, t->hidden);
-    for (int i = 0; i < t->n_layers; i++)
-        plan_layer(pl, t, i);
-    plan_norm1p(pl, "model.language_model.norm.weight", t->hidden);
-    if (!t->tie_embeddings)
-        plan_matrix(pl, "lm_head", t->vocab_size, t->hidden);
-    if (c->has_vision)
-        plan_vision(pl, &c->vision);
-    if (pl->layout == JEV_SYNTH_HF && n_mtp > 0)
-        plan_mtp(pl, t, n_mtp);
-}
-
-static void plan_free(struct plan *pl) {
-    for (int32_t i = 0; i < pl->nt; i++)
-        free(pl->t[i].name);
-    for (int32_t i = 0; i < pl->ni; i++)
-        free(pl->it[i].key);
-    free(pl->t);
-    free(pl->it);
-}
 
 /* ---- placement and headers ---- */
 
@@ -481,18 +52,29 @@ struct shard {
     uint64_t data_size;      /* bytes of tensor data */
 };
 
-static const struct out_tensor *sort_base; /* qsort context: placement runs on one thread */
+static const struct jev_synth_tensor *sort_base; /* qsort context: placement runs on one thread */
 
+/*
+ * File order inside a shard: 8-byte elements first, then 4, 2, 1, so every
+ * offset is a multiple of its element size without padding (the header is
+ * padded to 8). Names break ties, which also makes the order independent of
+ * the plan's.
+ */
 static int cmp_placement(const void *a, const void *b) {
-    const struct out_tensor *x = &sort_base[*(const int32_t *)a], *y = &sort_base[*(const int32_t *)b];
+    const struct jev_synth_tensor *x = &sort_base[*(const int32_t *)a], *y = &sort_base[*(const int32_t *)b];
     size_t ex = jev_dtype_size(x->dtype), ey = jev_dtype_size(y->dtype);
     if (ex != ey)
         return ex > ey ? -1 : 1; /* wide elements first: every offset stays aligned */
     return strcmp(x->name, y->name);
 }
 
-/* Splits the weights into shards (model order, at most shard_bytes each unless one weight is larger). */
-static enum jev_status place(struct plan *pl, int64_t shard_bytes, struct shard **out, int32_t *n_out,
+/*
+ * Splits the weights into shards (model order, at most shard_bytes each unless one weight is larger).
+ * Greedy sharding in model order: a weight (with its scales and biases)
+ * never straddles two shards, and a weight larger than the limit gets a
+ * shard of its own.
+ */
+static enum jev_status place(struct jev_synth_plan *pl, int64_t shard_bytes, struct shard **out, int32_t *n_out,
                              struct jev_error *err) {
     int32_t ns = 1;
     uint64_t cur = 0;
@@ -549,6 +131,7 @@ struct text {
 };
 
 static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* vsnprintf into the buffer, growing it and retrying when the text does not fit. */
 static void text_add(struct text *t, const char *fmt, ...) {
     for (;;) {
         va_list ap;
@@ -574,12 +157,18 @@ static void text_add(struct text *t, const char *fmt, ...) {
     }
 }
 
-/* The shard's header JSON, padded with spaces so that the data area starts 8-aligned. */
-static enum jev_status shard_header(const struct plan *pl, struct shard *s, struct text *h, struct jev_error *err) {
+/*
+ * The shard's header JSON, padded with spaces so that the data area starts 8-aligned.
+ * The header JSON is written by hand rather than by jansson so that its
+ * bytes are fixed by this file alone (key order, spacing, integer
+ * formatting), whatever the library version: the golden sha256 covers it.
+ */
+static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shard *s, struct text *h,
+                                    struct jev_error *err) {
     h->n = 0;
     text_add(h, "{\"__metadata__\":{\"format\":\"%s\"}", pl->layout == JEV_SYNTH_MLX4 ? "mlx" : "pt");
     for (int32_t i = 0; i < s->n; i++) {
-        const struct out_tensor *t = &pl->t[s->order[i]];
+        const struct jev_synth_tensor *t = &pl->t[s->order[i]];
         text_add(h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name, jev_dtype_name(t->dtype));
         for (int32_t d = 0; d < t->ndim; d++)
             text_add(h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
@@ -597,6 +186,7 @@ static enum jev_status shard_header(const struct plan *pl, struct shard *s, stru
 
 /* ---- streaming the data ---- */
 
+/* pwrite until done: short writes and EINTR are retried, other errors named. */
 static enum jev_status pwrite_all(int fd, const void *buf, size_t n, uint64_t off, const char *what,
                                   struct jev_error *err) {
     const uint8_t *p = buf;
@@ -615,8 +205,8 @@ static enum jev_status pwrite_all(int fd, const void *buf, size_t n, uint64_t of
 
 /* One block of rows of one weight, generated and encoded in parallel. */
 struct block_job {
-    const struct plan *pl;   /* sizes and quantization */
-    const struct item *it;   /* the weight */
+    const struct jev_synth_plan *pl;   /* sizes and quantization */
+    const struct jev_synth_item *it;   /* the weight */
     uint64_t key;            /* its generator key */
     int64_t r0;              /* first row of the block */
     float *vals;             /* [rows in block][2 * cols] values + permutation scratch */
@@ -624,30 +214,7 @@ struct block_job {
     size_t row_bytes[3];     /* bytes per row per output tensor */
 };
 
-/* The underlying values of elements [start, start + n) of a weight. */
-static void gen_values(const struct item *it, uint64_t key, uint64_t start, int64_t n, float *out) {
-    double a = 0.0, b = 0.0;
-    uint64_t have = UINT64_MAX;
-    for (int64_t j = 0; j < n; j++) {
-        uint64_t i = start + (uint64_t)j;
-        double z = 0.0;
-        if (it->gen == GEN_NORMAL || it->gen == GEN_NORM_OFFSET || it->gen == GEN_ONE_NOISE) {
-            if ((i >> 1) != have) {
-                have = i >> 1;
-                normal_pair(key, have, &a, &b);
-            }
-            z = (i & 1) ? b : a;
-        }
-        switch (it->gen) {
-        case GEN_NORMAL: out[j] = bf16_round((float)(it->p0 * z)); break;
-        case GEN_NORM_OFFSET: out[j] = (float)(nearbyint(it->p0 * z * 128.0) / 128.0); break;
-        case GEN_ONE_NOISE: out[j] = bf16_round((float)(1.0 + it->p0 * z)); break;
-        case GEN_UNIFORM: out[j] = bf16_round((float)(it->p0 + (it->p1 - it->p0) * uniform_at(key, i))); break;
-        case GEN_A_LOG: out[j] = (float)jev_synth_log(1.0 + 15.0 * uniform_at(key, i)); break;
-        }
-    }
-}
-
+/* f32 rows are copied; bf16 rows converted (the values are already bf16-exact, so nothing rounds). */
 static void encode_float(const float *v, int64_t n, enum jev_dtype dt, uint8_t *out) {
     if (dt == JEV_DTYPE_F32) {
         memcpy(out, v, (size_t)n * sizeof(float));
@@ -659,26 +226,31 @@ static void encode_float(const float *v, int64_t n, enum jev_dtype dt, uint8_t *
     }
 }
 
+/*
+ * One row of a block, run on the pool: draw the values, apply the layout's
+ * storage form, encode into the block's buffers at the row's slot. Rows
+ * touch disjoint memory, so no locking is needed.
+ */
 static void block_row(void *arg, int64_t i, int thread) {
     (void)thread;
     const struct block_job *j = arg;
-    const struct item *it = j->it;
-    const struct plan *pl = j->pl;
+    const struct jev_synth_item *it = j->it;
+    const struct jev_synth_plan *pl = j->pl;
     int64_t r = j->r0 + i, cols = it->cols;
     float *v = j->vals + i * 2 * cols, *tmp = v + cols;
-    gen_values(it, j->key, (uint64_t)(r * cols), cols, v);
+    jev_synth_values(it, j->key, (uint64_t)(r * cols), cols, v);
     uint8_t *e0 = j->enc[0] + (size_t)i * j->row_bytes[0];
     enum jev_dtype dt = pl->t[it->out[0]].dtype;
     switch (it->form) {
-    case FORM_FLOAT: encode_float(v, cols, dt, e0); break;
-    case FORM_SHIFTED:
+    case JEV_FORM_FLOAT: encode_float(v, cols, dt, e0); break;
+    case JEV_FORM_SHIFTED:
         for (int64_t k = 0; k < cols; k++)
             tmp[k] = 1.0f + v[k];
         encode_float(tmp, cols, dt, e0);
         break;
-    case FORM_PATCH_MLX: {
+    case JEV_FORM_PATCH_MLX: {
         /* (c, t, y, x) -> (t, y, x, c) for one output channel */
-        const struct out_tensor *o = &pl->t[it->out[0]];
+        const struct jev_synth_tensor *o = &pl->t[it->out[0]];
         int64_t T = o->shape[1], P = o->shape[2], C = o->shape[4];
         for (int64_t c = 0; c < C; c++)
             for (int64_t t = 0; t < T; t++)
@@ -688,7 +260,7 @@ static void block_row(void *arg, int64_t i, int thread) {
         encode_float(tmp, cols, dt, e0);
         break;
     }
-    case FORM_QUANT: {
+    case JEV_FORM_QUANT: {
         /* staged in the row's scratch half (cols floats): codes need cols*bits/32 <= cols/4 words,
            scales and biases 2*cols/group <= cols/16 halves, placed from float cols/2 on */
         uint32_t *codes = (uint32_t *)(void *)tmp;
@@ -703,17 +275,24 @@ static void block_row(void *arg, int64_t i, int thread) {
     }
 }
 
-/* Generates one weight block by block and writes its output tensors. */
-static enum jev_status write_item(const struct plan *pl, const struct item *it, const struct shard *sh,
+/*
+ * Generates one weight block by block and writes its output tensors.
+ * Streams one weight: blocks of about a million values are generated in
+ * parallel and written at their final offsets, so memory stays small (the
+ * 0.8B embedding alone is 254 M values) and the file never needs seeking
+ * back.
+ */
+static enum jev_status write_item(const struct jev_synth_plan *pl, const struct jev_synth_item *it,
+                                  const struct shard *sh,
                                   struct jev_pool *pool, uint64_t seed, struct jev_error *err) {
     int64_t block = it->cols >= (1 << 20) ? 1 : (1 << 20) / it->cols;
     if (block > it->rows)
         block = it->rows;
-    struct block_job j = {.pl = pl, .it = it, .key = name_key(seed, it->key)};
+    struct block_job j = {.pl = pl, .it = it, .key = jev_synth_key(seed, it->key)};
     j.vals = malloc((size_t)(block * 2 * it->cols) * sizeof(float));
     bool oom = j.vals == NULL;
     for (int32_t k = 0; k < it->n_out; k++) {
-        const struct out_tensor *o = &pl->t[it->out[k]];
+        const struct jev_synth_tensor *o = &pl->t[it->out[k]];
         j.row_bytes[k] = (size_t)(o->nbytes / (uint64_t)it->rows);
         JEV_ASSERT(j.row_bytes[k] * (uint64_t)it->rows == o->nbytes);
         j.enc[k] = calloc((size_t)block, j.row_bytes[k] ? j.row_bytes[k] : 1);
@@ -727,7 +306,7 @@ static enum jev_status write_item(const struct plan *pl, const struct item *it, 
         j.r0 = r0;
         jev_pool_run(pool, n, block_row, &j);
         for (int32_t k = 0; st == JEV_OK && k < it->n_out; k++) {
-            const struct out_tensor *o = &pl->t[it->out[k]];
+            const struct jev_synth_tensor *o = &pl->t[it->out[k]];
             uint64_t off = sh[o->shard].data_start + o->offset + (uint64_t)r0 * j.row_bytes[k];
             st = pwrite_all(sh[o->shard].fd, j.enc[k], (size_t)n * j.row_bytes[k], off, o->name, err);
         }
@@ -750,6 +329,7 @@ static enum jev_status too_long(const char *dir, struct jev_error *err) {
     return jev_fail(err, JEV_ERR_INVALID_ARG, "synth: path too long under %s", dir);
 }
 
+/* Creates path with the bytes (used for small files: configs, index, copies). */
 static enum jev_status write_file(const char *path, const void *data, size_t n, struct jev_error *err) {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
@@ -760,6 +340,7 @@ static enum jev_status write_file(const char *path, const void *data, size_t n, 
     return st;
 }
 
+/* Copies DIR/NAME; tokenizer.json is about 11 MiB, well under the 256 MiB limit. */
 static enum jev_status copy_file(const char *src_dir, const char *name, const char *dst_dir, struct jev_error *err) {
     char src[4096], dst[4096];
     if (!path_join(src, sizeof src, src_dir, name) || !path_join(dst, sizeof dst, dst_dir, name))
@@ -772,7 +353,13 @@ static enum jev_status copy_file(const char *src_dir, const char *name, const ch
     return st;
 }
 
-/* JSON text of a document with reals in their shortest exact form (16 digits when that reads back equal). */
+/*
+ * JSON text of a document with reals in their shortest exact form (16 digits when that reads back equal).
+ * jansson prints reals with 17 significant digits by default (1e-6 becomes
+ * 9.9999999999999995e-07). 16 digits gives the short form for every value
+ * a config holds; the document is re-parsed and compared to make sure the
+ * short form reads back to exactly the same doubles, else 17 are used.
+ */
 static char *dump_json(const json_t *doc) {
     size_t flags = JSON_INDENT(2) | JSON_REAL_PRECISION(16);
     char *s = json_dumps(doc, flags);
@@ -786,7 +373,10 @@ static char *dump_json(const json_t *doc) {
     return s;
 }
 
-/* config.json: the input document, plus the quantization keys of an MLX conversion. */
+/*
+ * config.json: the input document, plus the quantization keys of an MLX conversion.
+ * For mlx4 both spellings are added, as mlx-vlm's converter writes them.
+ */
 static enum jev_status write_config(const struct jev_synth_params *p, json_t *doc, const char *dir,
                                     struct jev_error *err) {
     if (p->layout == JEV_SYNTH_MLX4) {
@@ -820,7 +410,8 @@ static enum jev_status write_config(const struct jev_synth_params *p, json_t *do
     return st;
 }
 
-static enum jev_status write_index(const struct plan *pl, const struct shard *sh, int32_t ns, const char *dir,
+/* HF's index format: {"metadata": {"total_size"}, "weight_map": {name: shard}}, keys sorted. */
+static enum jev_status write_index(const struct jev_synth_plan *pl, const struct shard *sh, int32_t ns, const char *dir,
                                    struct jev_error *err) {
     json_t *map = json_object(), *meta = json_object();
     uint64_t total = 0;
@@ -847,6 +438,7 @@ static enum jev_status write_index(const struct plan *pl, const struct shard *sh
     return st;
 }
 
+/* nftw callback of remove_tree: files and then their directories (FTW_DEPTH). */
 static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
     (void)sb;
     (void)flag;
@@ -859,6 +451,7 @@ static void remove_tree(const char *dir) { nftw(dir, rm_entry, 16, FTW_DEPTH | F
 
 /* ---- the whole directory ---- */
 
+/* Seed 1, hf layout; everything else 0 / NULL = the documented defaults. */
 struct jev_synth_params jev_synth_default_params(void) {
     struct jev_synth_params p = {0};
     p.seed = 1;
@@ -866,16 +459,22 @@ struct jev_synth_params jev_synth_default_params(void) {
     return p;
 }
 
-/* Writes every file of the model into dir (a fresh temporary directory). */
+/*
+ * Writes every file of the model into dir (a fresh temporary directory).
+ * Plan, place, then write every shard (header, size via ftruncate so the
+ * file has its final length before the data is streamed), the weights, the
+ * index, config.json and the copied files; the sha256 is taken last, from
+ * the file as written.
+ */
 static enum jev_status write_all(const struct jev_synth_params *p, const struct jev_config *c, json_t *doc, int n_mtp,
                                  const char *dir, struct jev_synth_report *r, struct jev_error *err) {
-    struct plan pl = {.layout = p->layout, .bits = p->bits, .group = p->group};
+    struct jev_synth_plan pl = {.layout = p->layout, .bits = p->bits, .group = p->group};
     struct shard *sh = NULL;
     int32_t ns = 0;
     struct text hdr = {0};
     struct jev_pool *pool = NULL;
     enum jev_status st = JEV_OK;
-    plan_model(&pl, c, n_mtp);
+    jev_synth_plan_model(&pl, c, n_mtp);
     if (pl.oom) {
         st = jev_fail(err, JEV_ERR_NOMEM, "synth: out of memory planning the tensors");
         goto done;
@@ -949,10 +548,17 @@ done:
     free(sh);
     free(hdr.s);
     jev_pool_free(pool);
-    plan_free(&pl);
+    jev_synth_plan_free(&pl);
     return st;
 }
 
+/*
+ * Arguments and the config are checked before anything is created. The
+ * directory appears atomically: written as OUT.tmp-XXXXXX, then renamed; an
+ * existing OUT (with force) is first renamed aside onto an empty
+ * placeholder and removed only after the new one is in place, so a failure
+ * at any point leaves either the old directory or nothing, never a mix.
+ */
 enum jev_status jev_synth_write(const struct jev_synth_params *in, struct jev_synth_report *r, struct jev_error *err) {
     double t0 = jev_now_ms();
     struct jev_synth_params p = *in;
