@@ -1,13 +1,281 @@
 /*
- * cmd-run.c - `jev run`. Not built yet: answers with a clear message.
+ * cmd-run.c - `jev run`: token ids through the language model: prefill,
+ * the top-K next tokens, N greedy decode steps, and calm's one-line summary
+ * (prefill tok/s, decode tok/s, ms/tok, GB/s of weights streamed, a hash of
+ * every logit produced).
+ *
+ * What it is not: text prompts (they come with the tokenizer), sampling,
+ * images. Timings cover the forwards only (the model load is outside).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "commands.h" // defines: cmd_run
+#include "base/sha256.h"   // defines: jev_sha256_hex
+#include "bench/peak.h"    // defines: jev_peak_f32
+#include "base/timing.h"   // defines: jev_now_ms
+#include "commands.h"      // defines: cmd_run
+#include "model/engine.h"  // defines: struct jev_engine
+#include "model/lm.h"      // defines: jev_lm_forward
+
+#define RUN_MAX_IDS 262144
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
+               "               [--threads N] [--top K] [--seed S] [--peak]\n\n"
+               "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
+               "  --ids LIST           prompt token ids, comma separated\n"
+               "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
+               "  --seed S             seed of the random prompt (default 1)\n"
+               "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
+               "  --decode N           greedy decode steps after the prefill (default 8)\n"
+               "  --threads N          worker threads (default: all cores)\n"
+               "  --top K              next tokens to print after the prefill (default 5)\n"
+               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n");
+}
+
+static int parse_int(const char *s, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || !end || *end || end == s || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_ids(const char *s, int32_t *ids, int32_t *n) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 0 || v > INT32_MAX || *n >= RUN_MAX_IDS)
+            return -1;
+        ids[(*n)++] = (int32_t)v;
+        if (*end == ',')
+            end++;
+        else if (*end)
+            return -1;
+        p = end;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static int32_t argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++)
+        if (x[i] > x[best])
+            best = i;
+    return best;
+}
+
+/* The k largest entries of x (ties: lower id first), ids into top[k]. */
+static void top_k(const float *x, int32_t n, int32_t k, int32_t *top) {
+    for (int32_t j = 0; j < k; j++) {
+        int32_t best = -1;
+        for (int32_t i = 0; i < n; i++) {
+            int taken = 0;
+            for (int32_t q = 0; q < j; q++)
+                taken |= top[q] == i;
+            if (!taken && (best < 0 || x[i] > x[best]))
+                best = i;
+        }
+        top[j] = best;
+    }
+}
+
+/* One forward of n tokens of seq; the logits of its last token into logits (or none). */
+static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const int32_t *ids, int32_t n,
+                               int32_t *pos, float *logits) {
+    jev_lm_text_positions(seq, n, pos);
+    int32_t last = n - 1;
+    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 1, .seqs = &seq, .seq_len = &n,
+                             .n_out = logits ? 1 : 0, .out_idx = &last, .logits = logits};
+    struct jev_error err = {0};
+    if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
+        return jev_engine_set_error(e, &err);
+    return JEV_OK;
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "jev run: not available in this build yet\n");
-    return 1;
+    const char *dir = NULL, *ids_arg = NULL;
+    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5;
+    int peak = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--peak")) {
+            peak = 1;
+            continue;
+        } else if (!strcmp(a, "--model") && v) {
+            dir = v;
+        } else if (!strcmp(a, "--ids") && v) {
+            ids_arg = v;
+        } else if (!strcmp(a, "--random-tokens") && v) {
+            bad = parse_int(v, 1, RUN_MAX_IDS, &n_random);
+        } else if (!strcmp(a, "--seed") && v) {
+            bad = parse_int(v, 0, INT32_MAX, &seed);
+        } else if (!strcmp(a, "--chunk") && v) {
+            bad = parse_int(v, 1, 65536, &chunk);
+        } else if (!strcmp(a, "--decode") && v) {
+            bad = parse_int(v, 0, 100000, &n_decode);
+        } else if (!strcmp(a, "--threads") && v) {
+            bad = parse_int(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--top") && v) {
+            bad = parse_int(v, 0, 100, &top);
+        } else {
+            fprintf(stderr, "jev run: unknown or incomplete option '%s'\n\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "jev run: bad value '%s' for %s\n", v, a);
+            return 2;
+        }
+        i++;
+    }
+    if (!dir) {
+        fprintf(stderr, "jev run: --model DIR is required\n\n");
+        usage(stderr);
+        return 2;
+    }
+
+    int32_t *ids = malloc((size_t)(RUN_MAX_IDS + n_decode + 1) * sizeof(int32_t));
+    if (!ids)
+        return 1;
+    int32_t n = 0;
+    if (ids_arg && parse_ids(ids_arg, ids, &n) != 0) {
+        fprintf(stderr, "jev run: --ids wants non-negative integers separated by commas (at most %d)\n",
+                RUN_MAX_IDS);
+        free(ids);
+        return 2;
+    }
+
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = (int32_t)threads;
+    mp.no_vision = true;
+    struct jev_model *model = NULL;
+    struct jev_error err = {0};
+    if (jev_model_open(dir, &mp, &model, &err) != JEV_OK) {
+        fprintf(stderr, "jev run: %s\n", err.msg);
+        free(ids);
+        return 1;
+    }
+    const struct jev_text_config *t = &model->config.text;
+    if (!ids_arg) {
+        uint64_t s = (uint64_t)seed;
+        for (long i = 0; i < n_random; i++) {
+            uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+            z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+            z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+            ids[n++] = (int32_t)((z ^ (z >> 31)) % (uint64_t)t->vocab_size);
+        }
+    }
+
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_batch = 1;
+    ep.prefill_chunk = (int32_t)chunk;
+    ep.max_tokens = n + (int32_t)n_decode + 1 > 8192 ? n + (int32_t)n_decode + 1 : 8192;
+    struct jev_engine *e = NULL;
+    int rc = 1;
+    float *logits = NULL;
+    int32_t *pos = NULL;
+    if (jev_engine_init(model, &ep, &e) != JEV_OK) {
+        fprintf(stderr, "jev run: %s\n", jev_engine_last_error(e));
+        goto done;
+    }
+    int32_t V = model->weights.text.lm_head.rows;
+    logits = malloc((size_t)V * sizeof(float));
+    pos = malloc((size_t)(chunk > n ? chunk : n) * 3 * sizeof(int32_t));
+    struct jev_seq *seq = NULL;
+    if (!logits || !pos || jev_seq_new(&e->state, &seq, &err) != JEV_OK) {
+        fprintf(stderr, "jev run: %s\n", err.msg[0] ? err.msg : "out of memory");
+        goto done;
+    }
+    printf("model %s: %s layout, D %d, %d layers (%d attention), vocab %d; %d threads\n", dir,
+           model->layout == JEV_LAYOUT_MLX ? "mlx" : "hf", t->hidden, t->n_layers, t->n_full_layers, t->vocab_size,
+           jev_pool_size(e->pool));
+
+    /* prefill in chunks; logits only after the last */
+    unsigned char *hash_in = NULL;
+    size_t hash_len = (size_t)(n_decode + 1) * (size_t)V * sizeof(float);
+    hash_in = malloc(hash_len);
+    if (!hash_in)
+        goto done;
+    struct jev_peak pk = {0};
+    if (peak)
+        pk = jev_peak_f32(e->pool, 0.5);
+    double flops0 = e->lm.flops;
+    double t0 = jev_now_ms();
+    for (int32_t at = 0; at < n; at += (int32_t)chunk) {
+        int32_t m = n - at < chunk ? n - at : (int32_t)chunk;
+        if (forward(e, seq, ids + at, m, pos, at + m == n ? logits : NULL) != JEV_OK) {
+            fprintf(stderr, "jev run: %s\n", jev_engine_last_error(e));
+            free(hash_in);
+            goto done;
+        }
+    }
+    double t_prefill = jev_now_ms() - t0;
+    double prefill_gflops = (e->lm.flops - flops0) / (t_prefill * 1e-3) / 1e9;
+    memcpy(hash_in, logits, (size_t)V * sizeof(float));
+    printf("prefill: %d tokens in chunks of %ld, %.1f GFLOP/s", n, chunk, prefill_gflops);
+    if (peak)
+        printf(" of a measured f32 FMA peak of %.1f GFLOP/s on %d threads (%.0f%%)", pk.gflops, pk.threads,
+               100.0 * prefill_gflops / pk.gflops);
+    printf("\n");
+    if (top > 0) {
+        int32_t tk[100];
+        top_k(logits, V, (int32_t)top, tk);
+        printf("top %ld next tokens:", top);
+        for (long i = 0; i < top; i++)
+            printf(" %d (%.4f)", tk[i], (double)logits[tk[i]]);
+        printf("\n");
+    }
+
+    /* greedy decode */
+    double bytes0 = e->lm.bytes_streamed;
+    double t1 = jev_now_ms();
+    if (n_decode > 0)
+        printf("decode:");
+    for (long i = 0; i < n_decode; i++) {
+        int32_t next = argmax(logits, V);
+        ids[n + i] = next;
+        printf(" %d", next);
+        fflush(stdout);
+        if (forward(e, seq, &ids[n + i], 1, pos, logits) != JEV_OK) {
+            fprintf(stderr, "\njev run: %s\n", jev_engine_last_error(e));
+            free(hash_in);
+            goto done;
+        }
+        memcpy(hash_in + (size_t)(i + 1) * (size_t)V * sizeof(float), logits, (size_t)V * sizeof(float));
+    }
+    if (n_decode > 0)
+        printf("\n");
+    double t_decode = jev_now_ms() - t1;
+    double bytes = e->lm.bytes_streamed - bytes0;
+    char hex[JEV_SHA256_HEX];
+    jev_sha256_hex(hash_in, hash_len, hex);
+    free(hash_in);
+    hex[16] = '\0';
+    printf("jev run: prefill %d tok %.1f ms (%.1f tok/s) | decode %ld tok %.1f tok/s %.2f ms/tok | %.2f GB/s "
+           "weights | logits %s\n",
+           n, t_prefill, n / (t_prefill * 1e-3), n_decode, n_decode > 0 ? n_decode / (t_decode * 1e-3) : 0.0,
+           n_decode > 0 ? t_decode / (double)n_decode : 0.0, t_decode > 0 ? bytes / (t_decode * 1e-3) / 1e9 : 0.0,
+           hex);
+    rc = 0;
+done:
+    jev_seq_free(seq);
+    jev_engine_free(e);
+    jev_model_free(model);
+    free(logits);
+    free(pos);
+    free(ids);
+    return rc;
 }

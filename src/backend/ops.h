@@ -18,6 +18,48 @@
 /* One backend instance, per engine: CPU holds a thread pool, CUDA a stream. */
 struct jev_backend;
 
+/* ---- LM op arguments ---- */
+
+/* One contiguous run of cached K/V rows of one attention layer. */
+struct jev_kv_span {
+    const float *k; /* [n][kv_dim] keys after k_norm and RoPE */
+    const float *v; /* [n][kv_dim] values */
+    int32_t n;      /* rows */
+};
+
+struct jev_attn_shape {
+    int32_t n_heads;    /* query heads Hq */
+    int32_t n_kv_heads; /* K/V heads (query head h reads K/V head h / (Hq/Hkv)) */
+    int32_t head_dim;   /* dh */
+    float scale;        /* score scale, f32(dh^-0.5) */
+};
+
+/* One sequence's queries in a batch and the K/V they see. */
+struct jev_attn_run {
+    int64_t row0;                    /* first batch row of the run */
+    int32_t n;                       /* query rows */
+    int32_t n_past;                  /* cached tokens before the run: query i sees K/V 0..n_past+i */
+    const struct jev_kv_span *spans; /* K/V rows 0..n_past+n in token order (the run's own included) */
+    int32_t n_spans;                 /* entries of spans */
+};
+
+struct jev_gdn_shape {
+    int32_t hk;       /* key heads */
+    int32_t hv;       /* value heads (multiple of hk; value head j uses key head j / (hv/hk)) */
+    int32_t dk;       /* key head dim */
+    int32_t dv;       /* value head dim */
+    int32_t chunk;    /* chunk length of the chunked form (HF: 64) */
+};
+
+/* One sequence's tokens in a batch, for the DeltaNet ops. */
+struct jev_gdn_run {
+    int64_t row0;    /* first batch row */
+    int32_t n;       /* rows */
+    bool recurrent;  /* token-by-token recurrence (HF: cached single token) instead of the chunked form */
+    float *conv;     /* [kernel-1][conv_dim] window of previous pre-conv inputs, oldest first; updated */
+    float *ssm;      /* [hv][dk][dv] recurrent state; updated */
+};
+
 struct jev_ops {
     const char *name; /* "cpu", "cuda" */
 
@@ -47,9 +89,50 @@ struct jev_ops {
 
     /* ---- language model ops (model/lm.c) ---- */
     /* LM-OPS: the language-model helper adds its fields below this line. */
+    /* dst[i] = src[i], i < n (K/V cache writes). */
+    void (*copy)(struct jev_backend *be, float *dst, const float *src, int64_t n);
+    /* From qg[n][heads][2*dh] (per head [query dh | gate dh]): q[n][heads][dh], gate[n][heads*dh]. */
+    void (*split_qgate)(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                        float *gate);
+    /* NeoX rotation of dims [0, 2*n_freq) of every head of x[n][heads][dh]; cos/sin [n][n_freq]:
+     * x'[d] = x[d]*c - x[d+n_freq]*s, x'[d+n_freq] = x[d+n_freq]*c + x[d]*s. */
+    void (*rope)(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                 const float *cos, const float *sin);
+    /* x[i] *= sigmoid(gate[i]), i < n. */
+    void (*sigmoid_mul)(struct jev_backend *be, float *x, const float *gate, int64_t n);
+    /* Causal softmax attention of every run's queries over its K/V spans (GQA, f32 softmax):
+     * o[row][h][:] = softmax_j(q[row][h] . k_j * scale) . v_j over cached rows j <= n_past + i. */
+    void (*attention)(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                      const struct jev_attn_run *runs, int32_t n_runs, float *o);
+    /* Gated DeltaNet causal depthwise conv + SiLU per run, with the run's window state (updated):
+     * u[t][c] = silu(sum_j taps[c][j] * in[t-K+1+j][c]), in = window ++ mixed rows. */
+    void (*gdn_conv)(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
+                     const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+    /* g = -exp(a_log) * softplus(a + dt_bias) (torch threshold 20), beta = sigmoid(b); [n][hv]. */
+    void (*gdn_gates)(struct jev_backend *be, const float *a, const float *b, const float *a_log,
+                      const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+    /* The gated delta rule per run and value head, from u[rows][conv_dim] = [q | k | v] after the conv:
+     * L2-normalised q, k (q scaled by dk^-0.5), grouped value heads, chunked form (HF
+     * torch_chunk_gated_delta_rule) or the recurrence (run->recurrent); o[rows][hv*dv]; state updated. */
+    void (*gdn_rule)(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                     const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+    /* y = w * (x / sqrt(mean(x^2) + eps)) * silu(z) per row of d (HF Qwen3_5RMSNormGated). y may be x. */
+    void (*gated_rmsnorm)(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
+                          int32_t d, float eps, float *y);
 
     /* ---- vision ops (model/vision.c) ---- */
     /* VISION-OPS: the vision helper adds its fields below this line. */
+    /* 2-D rotary in place on q and k of qkv[n][3*H*hd] ([q | k | v], heads of hd inside each part):
+     * x' = x * cos + rotate_half(x) * sin with cos/sin[n][hd] (rotate_half pairs d with d + hd/2). */
+    void (*vision_rope)(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                        int32_t n_heads, int32_t head_dim);
+    /* out[n][H*hd] = softmax(q k^T * scale) v for every head, bidirectional over all n rows of qkv[n][3*H*hd]. */
+    void (*vision_attention)(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                             float scale, float *out);
+    /* x[r][:] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3, t_k = row idx[r][k] of table (dequantized), w = w[r][k];
+     * r < n: the bilinear learned position embedding. */
+    void (*vision_pos_add)(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                           int64_t n, float *x);
 };
 
 /* The CPU backend: its op table and instance (backend/cpu/cpu.c). */

@@ -3,6 +3,7 @@
  */
 #include "backend/cpu/cpu.h" // defines: struct jev_backend, jev_cpu_* ops
 
+#include <cblas.h>
 #include <stdlib.h>
 
 struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
@@ -12,10 +13,16 @@ struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
     be->pool = pool;
     be->n_threads = jev_pool_size(pool);
     be->scratch = malloc((size_t)be->n_threads * JEV_CPU_SCRATCH_FLOATS * sizeof(float));
-    if (!be->scratch) {
+    /* weight tiles: untouched pages cost nothing until a prefill uses them */
+    be->wbuf = malloc((size_t)be->n_threads * JEV_CPU_WBUF_FLOATS * sizeof(float));
+    if (!be->scratch || !be->wbuf) {
+        free(be->scratch);
+        free(be->wbuf);
         free(be);
         return NULL;
     }
+    /* sgemm runs inside pool tasks, one call per thread (cpu-matmul.c explains why) */
+    openblas_set_num_threads(1);
     return be;
 }
 
@@ -23,6 +30,7 @@ void jev_cpu_backend_free(struct jev_backend *be) {
     if (!be)
         return;
     free(be->scratch);
+    free(be->wbuf);
     free(be);
 }
 
@@ -30,9 +38,9 @@ struct jev_pool *jev_cpu_backend_pool(struct jev_backend *be) { return be ? be->
 
 const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
-    .matmul = jev_cpu_matmul,
-    .matmul_rows = jev_cpu_matmul_rows,
-    .embed = jev_cpu_embed,
+    .matmul = jev_cpu_matmul_fast,
+    .matmul_rows = jev_cpu_matmul_rows_fast,
+    .embed = jev_cpu_embed_fast,
     .rmsnorm = jev_cpu_rmsnorm,
     .layernorm = jev_cpu_layernorm,
     .add = jev_cpu_add,
@@ -40,6 +48,18 @@ const struct jev_ops jev_cpu_ops = {
     .swiglu = jev_cpu_swiglu,
     .gelu = jev_cpu_gelu,
     /* LM-OPS */
+    .copy = jev_cpu_copy,
+    .split_qgate = jev_cpu_split_qgate,
+    .rope = jev_cpu_rope,
+    .sigmoid_mul = jev_cpu_sigmoid_mul,
+    .attention = jev_cpu_attention_fast,
+    .gdn_conv = jev_cpu_gdn_conv_fast,
+    .gdn_gates = jev_cpu_gdn_gates,
+    .gdn_rule = jev_cpu_gdn_rule_fast,
+    .gated_rmsnorm = jev_cpu_gated_rmsnorm,
 
     /* VISION-OPS */
+    .vision_rope = jev_cpu_vision_rope,
+    .vision_attention = jev_cpu_vision_attention,
+    .vision_pos_add = jev_cpu_vision_pos_add,
 };

@@ -9,24 +9,51 @@
 #include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
 #include "base/pool.h"   // defines: struct jev_pool, jev_pool_run
 
-#define JEV_CPU_SCRATCH_FLOATS (1 << 16) /* per-thread row scratch (floats) */
+#define JEV_CPU_SCRATCH_FLOATS (1 << 18) /* per-thread scratch (floats): weight tiles, attention scores */
+#define JEV_CPU_MAX_RUNS 4096           /* sequences in one batched LM op */
+#define JEV_CPU_WBUF_FLOATS (1 << 22)   /* per-thread dequantized weight tile for sgemm (16 MiB) */
+#define JEV_CPU_GEMM_MIN_N 8            /* token count from which matmul dequantizes tiles and calls sgemm */
 
 struct jev_backend {
     struct jev_pool *pool;   /* workers for parallel loops (not owned); NULL = caller only */
     int n_threads;           /* jev_pool_size(pool) */
     float *scratch;          /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
+    float *wbuf;             /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
 };
+
+/*
+ * The fast kernels (cpu-matmul.c, cpu-lm-fast.c) use AVX2, FMA and F16C
+ * intrinsics. Their functions carry JEV_AVX2 so that the files build with
+ * any -march (the sanitizer and fuzz builds pass none); the public entry
+ * points check jev_cpu_has_avx2() and fall back to the scalar references.
+ */
+#define JEV_AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* F16C is not asked separately: every AVX2 CPU has it (and clang's builtin does not know the name). */
+static inline bool jev_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
 static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
     return be->scratch + (size_t)thread * JEV_CPU_SCRATCH_FLOATS;
 }
 
-/* cpu-dense.c */
+/* Per-thread weight-tile buffer of JEV_CPU_WBUF_FLOATS floats. */
+static inline float *jev_cpu_wbuf(struct jev_backend *be, int thread) {
+    return be->wbuf + (size_t)thread * JEV_CPU_WBUF_FLOATS;
+}
+
+/* cpu-dense.c: the scalar reference products */
 void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                          int32_t n_rows, const float *x, int64_t n, float *y);
 void jev_cpu_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
+
+/* cpu-matmul.c: the fast products in the op table (AVX2 fused kernels, OpenBLAS sgemm) */
+void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
+                              int32_t n_rows, const float *x, int64_t n, float *y);
+void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
+                        float *out);
 
 /* cpu-elementwise.c */
 void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps,
@@ -37,5 +64,46 @@ void jev_cpu_add(struct jev_backend *be, float *x, const float *y, int64_t n);
 void jev_cpu_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
 void jev_cpu_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out);
 void jev_cpu_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form);
+
+/* cpu-lm.c (LM-OPS) */
+void jev_cpu_copy(struct jev_backend *be, float *dst, const float *src, int64_t n);
+void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                         float *gate);
+void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                  const float *cos, const float *sin);
+void jev_cpu_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n);
+void jev_cpu_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                       const struct jev_attn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                      int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
+                       const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                      const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
+                           int32_t d, float eps, float *y);
+/* cpu-lm-fast.c: the table's attention, conv and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
+void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                            const struct jev_attn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                           const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                           int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+/* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
+int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
+
+/* cpu-vision.c */
+void jev_cpu_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                         int32_t n_heads, int32_t head_dim);
+void jev_cpu_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                              float scale, float *out);
+/* The scalar reference of vision_attention (plain two-pass softmax with libm expf); for parity tests. */
+void jev_cpu_vision_attention_ref(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads,
+                                  int32_t head_dim, float scale, float *out);
+/* The blocked (table) form; force_scalar uses its scalar kernels even on an AVX2 CPU (parity tests). */
+void jev_cpu_vision_attention_blocked(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads,
+                                      int32_t head_dim, float scale, float *out, bool force_scalar);
+void jev_cpu_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                            int64_t n, float *x);
 
 #endif

@@ -1,0 +1,358 @@
+/*
+ * cpu-lm-fast.c - the fast CPU forms of the two heavy LM ops: causal
+ * attention over K/V spans and the Gated DeltaNet delta rule. The scalar
+ * forms in cpu-lm.c are their parity references (tests/test-ops.c).
+ *
+ * Attention: one task per (run, query row, K/V head) computes the scores of
+ * all query heads of the GQA group against each key row loaded once (AVX2
+ * dots over dh), the f32 softmax, then weights . V as row axpys.
+ *
+ * Delta rule, chunked: the same matrices as torch_chunk_gated_delta_rule,
+ * formed by the same operations, one BLAS call each (single-threaded
+ * OpenBLAS inside the pool task of one (run, value head)):
+ *     A   = Kb Kn^T, At = Q Kn^T           sgemm, then decay mask
+ *     U   = solve(I + strict(A), V*beta)   strsm, unit lower
+ *     W   = solve(I + strict(A), Kb*e^cum) strsm
+ *     U  -= W S                            sgemm
+ *     O   = (Q e^cum) S + At U             two sgemm into the output rows
+ *     S   = e^cum_last S + Kd^T U          sgemm
+ * torch solves with solve_triangular(unitriangular=True) exactly like strsm.
+ * Delta rule, recurrent (one token): two passes over each head's state
+ * (decay + read, then write + output), 8 lanes of dv at a time.
+ * Both need dk and dv to be multiples of 8; other shapes use the reference.
+ *
+ * Conv: per (run, block of 256 channels) the taps are transposed to
+ * [K][256] so that 8 channels advance together; SiLU uses the same expf as
+ * the reference.
+ */
+#include "backend/cpu/cpu.h" // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
+
+#include <cblas.h>
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define MAX_GROUP 16 /* query heads per K/V head handled together */
+
+JEV_AVX2 static inline float hsum8(__m256 v) {
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+JEV_AVX2 static inline float dot8(const float *a, const float *b, int32_t n) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+    int32_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    }
+    for (; i < n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    return hsum8(_mm256_add_ps(s0, s1));
+}
+
+/* y += a * x over n (multiple of 8) */
+JEV_AVX2 static inline void axpy8(float *y, float a, const float *x, int32_t n) {
+    __m256 av = _mm256_set1_ps(a);
+    for (int32_t i = 0; i < n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+}
+
+/* ---- attention ---- */
+
+struct attn_job {
+    const struct jev_attn_shape *s;
+    const float *q;
+    const struct jev_attn_run *runs;
+    const int64_t *task0; /* [n_runs + 1] */
+    float *o;
+    struct jev_backend *be;
+};
+
+JEV_AVX2 static void attn_task(void *arg, int64_t task, int thread) {
+    struct attn_job *j = arg;
+    const struct jev_attn_shape *s = j->s;
+    int32_t r = 0;
+    while (j->task0[r + 1] <= task)
+        r++;
+    const struct jev_attn_run *run = &j->runs[r];
+    int64_t local = task - j->task0[r];
+    int32_t i = (int32_t)(local / s->n_kv_heads);
+    int32_t kvh = (int32_t)(local % s->n_kv_heads);
+    int32_t grp = s->n_heads / s->n_kv_heads, dh = s->head_dim, kv_dim = s->n_kv_heads * dh;
+    int64_t row = run->row0 + i;
+    int32_t n_keys = run->n_past + i + 1;
+    float *score = jev_cpu_scratch(j->be, thread); /* [grp][n_keys] */
+    JEV_ASSERT((int64_t)grp * n_keys <= JEV_CPU_SCRATCH_FLOATS && grp <= MAX_GROUP);
+    const float *qh = j->q + (row * s->n_heads + kvh * grp) * dh; /* the group's query heads, consecutive */
+
+    float mx[MAX_GROUP];
+    for (int32_t g = 0; g < grp; g++)
+        mx[g] = -INFINITY;
+    int32_t key = 0;
+    for (int32_t sp = 0; sp < run->n_spans && key < n_keys; sp++)
+        for (int32_t r2 = 0; r2 < run->spans[sp].n && key < n_keys; r2++, key++) {
+            const float *kv = run->spans[sp].k + (int64_t)r2 * kv_dim + kvh * dh;
+            for (int32_t g = 0; g < grp; g++) {
+                float v = dot8(qh + g * dh, kv, dh) * s->scale;
+                score[g * n_keys + key] = v;
+                mx[g] = v > mx[g] ? v : mx[g];
+            }
+        }
+    for (int32_t g = 0; g < grp; g++) {
+        float *sc = score + g * n_keys, sum = 0.0f;
+        for (int32_t k = 0; k < n_keys; k++) {
+            sc[k] = expf(sc[k] - mx[g]);
+            sum += sc[k];
+        }
+        for (int32_t k = 0; k < n_keys; k++)
+            sc[k] = sc[k] / sum;
+        memset(j->o + (row * s->n_heads + kvh * grp + g) * dh, 0, (size_t)dh * sizeof(float));
+    }
+    key = 0;
+    for (int32_t sp = 0; sp < run->n_spans && key < n_keys; sp++)
+        for (int32_t r2 = 0; r2 < run->spans[sp].n && key < n_keys; r2++, key++) {
+            const float *vv = run->spans[sp].v + (int64_t)r2 * kv_dim + kvh * dh;
+            for (int32_t g = 0; g < grp; g++)
+                axpy8(j->o + (row * s->n_heads + kvh * grp + g) * dh, score[g * n_keys + key], vv, dh);
+        }
+}
+
+void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                            const struct jev_attn_run *runs, int32_t n_runs, float *o) {
+    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP) {
+        jev_cpu_attention(be, s, q, runs, n_runs, o);
+        return;
+    }
+    int64_t task0[JEV_CPU_MAX_RUNS + 1];
+    JEV_ASSERT(n_runs <= JEV_CPU_MAX_RUNS);
+    task0[0] = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        task0[r + 1] = task0[r] + (int64_t)runs[r].n * s->n_kv_heads;
+    struct attn_job j = {s, q, runs, task0, o, be};
+    jev_pool_run(be->pool, task0[n_runs], attn_task, &j);
+}
+
+/* ---- causal conv ---- */
+
+#define CONV_BLOCK 256
+
+struct conv_job {
+    const float *mixed;
+    const float *taps;
+    int32_t conv_dim, kernel;
+    const struct jev_gdn_run *runs;
+    int32_t blocks;
+    float *u;
+    struct jev_backend *be;
+};
+
+JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
+    struct conv_job *j = arg;
+    const struct jev_gdn_run *run = &j->runs[task / j->blocks];
+    int32_t c0 = (int32_t)(task % j->blocks) * CONV_BLOCK;
+    int32_t nc = j->conv_dim - c0 < CONV_BLOCK ? j->conv_dim - c0 : CONV_BLOCK;
+    int32_t K = j->kernel, C = j->conv_dim;
+    float *tt = jev_cpu_scratch(j->be, thread); /* [K][CONV_BLOCK] transposed taps */
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t k = 0; k < K; k++)
+            tt[k * CONV_BLOCK + c] = j->taps[(int64_t)(c0 + c) * K + k];
+    for (int32_t t = 0; t < run->n; t++) {
+        float *out = j->u + (run->row0 + t) * C + c0;
+        int32_t c = 0;
+        for (; c + 8 <= nc; c += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int32_t k = 0; k < K; k++) {
+                int32_t src = t - (K - 1) + k; /* < 0: from the window */
+                const float *x = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 + c
+                                          : run->conv + (int64_t)(K - 1 + src) * C + c0 + c;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(tt + k * CONV_BLOCK + c), _mm256_loadu_ps(x), acc);
+            }
+            _mm256_storeu_ps(out + c, acc);
+        }
+        for (; c < nc; c++) {
+            float acc = 0.0f;
+            for (int32_t k = 0; k < K; k++) {
+                int32_t src = t - (K - 1) + k;
+                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c0 + c] : run->conv[(K - 1 + src) * C + c0 + c];
+                acc += tt[k * CONV_BLOCK + c] * x;
+            }
+            out[c] = acc;
+        }
+        for (c = 0; c < nc; c++)
+            out[c] = out[c] / (1.0f + expf(-out[c])); /* SiLU */
+    }
+    /* the new window: the last K-1 inputs (old window rows n+w > w are read before being overwritten) */
+    for (int32_t w = 0; w < K - 1; w++) {
+        int32_t src = run->n - (K - 1) + w;
+        float *dst = run->conv + (int64_t)w * C + c0;
+        const float *from = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : run->conv + (int64_t)(K - 1 + src) * C + c0;
+        memmove(dst, from, (size_t)nc * sizeof(float));
+    }
+}
+
+void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                           int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
+    if (!jev_cpu_has_avx2() || (int64_t)kernel * CONV_BLOCK > JEV_CPU_SCRATCH_FLOATS) {
+        jev_cpu_gdn_conv(be, mixed, taps, conv_dim, kernel, runs, n_runs, u);
+        return;
+    }
+    int32_t blocks = (conv_dim + CONV_BLOCK - 1) / CONV_BLOCK;
+    struct conv_job j = {mixed, taps, conv_dim, kernel, runs, blocks, u, be};
+    jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
+}
+
+/* ---- delta rule ---- */
+
+struct gdn_job {
+    const struct jev_gdn_shape *s;
+    const float *u;
+    const float *g;
+    const float *beta;
+    const struct jev_gdn_run *runs;
+    float *o;
+    struct jev_backend *be;
+    int32_t conv_dim;
+};
+
+/* out = x / sqrt(sum(x^2) + 1e-6) * mul (HF l2norm, sum form; mul = 1 for keys) */
+JEV_AVX2 static inline void l2norm8(const float *x, int32_t d, float mul, float *out) {
+    float inv = 1.0f / sqrtf(dot8(x, x, d) + 1e-6f);
+    __m256 iv = _mm256_set1_ps(inv), mv = _mm256_set1_ps(mul);
+    for (int32_t i = 0; i < d; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), iv);
+        _mm256_storeu_ps(out + i, mul == 1.0f ? v : _mm256_mul_ps(v, mv));
+    }
+}
+
+JEV_AVX2 static void recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+    const struct jev_gdn_shape *s = j->s;
+    int32_t dk = s->dk, dv = s->dv, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
+    float *S = run->ssm + (int64_t)h * dk * dv;
+    float *q = scratch, *k = q + dk, *mem = k + dk, *out_acc = mem + dv;
+    const float qdiv = sqrtf((float)dk);
+    for (int32_t t = 0; t < run->n; t++) {
+        int64_t row = run->row0 + t;
+        const float *ur = j->u + row * j->conv_dim;
+        l2norm8(ur + kh * dk, dk, 1.0f, q);
+        for (int32_t i = 0; i < dk; i++)
+            q[i] = q[i] / qdiv; /* torch: query / dk ** 0.5 */
+        l2norm8(ur + key_dim + kh * dk, dk, 1.0f, k);
+        const float *v = ur + 2 * key_dim + h * dv;
+        __m256 decay = _mm256_set1_ps(expf(j->g[row * s->hv + h]));
+        float beta = j->beta[row * s->hv + h];
+        /* pass 1: S *= decay; mem = S^T k */
+        memset(mem, 0, (size_t)dv * sizeof(float));
+        for (int32_t m = 0; m < dk; m++) {
+            float *Sm = S + (int64_t)m * dv;
+            __m256 km = _mm256_set1_ps(k[m]);
+            for (int32_t d = 0; d < dv; d += 8) {
+                __m256 sv = _mm256_mul_ps(_mm256_loadu_ps(Sm + d), decay);
+                _mm256_storeu_ps(Sm + d, sv);
+                _mm256_storeu_ps(mem + d, _mm256_fmadd_ps(sv, km, _mm256_loadu_ps(mem + d)));
+            }
+        }
+        /* delta = (v - mem) * beta */
+        for (int32_t d = 0; d < dv; d++)
+            mem[d] = (v[d] - mem[d]) * beta;
+        /* pass 2: S += k delta^T; out = S^T q */
+        memset(out_acc, 0, (size_t)dv * sizeof(float));
+        for (int32_t m = 0; m < dk; m++) {
+            float *Sm = S + (int64_t)m * dv;
+            __m256 km = _mm256_set1_ps(k[m]), qm = _mm256_set1_ps(q[m]);
+            for (int32_t d = 0; d < dv; d += 8) {
+                __m256 sv = _mm256_fmadd_ps(km, _mm256_loadu_ps(mem + d), _mm256_loadu_ps(Sm + d));
+                _mm256_storeu_ps(Sm + d, sv);
+                _mm256_storeu_ps(out_acc + d, _mm256_fmadd_ps(sv, qm, _mm256_loadu_ps(out_acc + d)));
+            }
+        }
+        memcpy(j->o + row * (s->hv * dv) + h * dv, out_acc, (size_t)dv * sizeof(float));
+    }
+}
+
+JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+    const struct jev_gdn_shape *s = j->s;
+    int32_t dk = s->dk, dv = s->dv, C = s->chunk, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
+    int32_t ldo = s->hv * dv;
+    float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *Q = scratch;      /* [C][dk] */
+    float *Kn = Q + C * dk;  /* [C][dk] */
+    float *Kb = Kn + C * dk; /* [C][dk] */
+    float *W = Kb + C * dk;  /* [C][dk] */
+    float *U = W + C * dk;   /* [C][dv] */
+    float *A = U + C * dv;   /* [C][C] */
+    float *At = A + C * C;   /* [C][C] */
+    float *cum = At + C * C; /* [C] */
+    const float qscale = (float)(1.0 / sqrt((double)dk));
+    for (int32_t c0 = 0; c0 < run->n; c0 += C) {
+        int32_t L = run->n - c0 < C ? run->n - c0 : C;
+        for (int32_t i = 0; i < L; i++) {
+            int64_t row = run->row0 + c0 + i;
+            const float *ur = j->u + row * j->conv_dim;
+            l2norm8(ur + kh * dk, dk, qscale, Q + i * dk);
+            l2norm8(ur + key_dim + kh * dk, dk, 1.0f, Kn + i * dk);
+            float b = j->beta[row * s->hv + h];
+            float g = j->g[row * s->hv + h];
+            cum[i] = i == 0 ? g : cum[i - 1] + g;
+            float ec = expf(cum[i]);
+            const float *v = ur + 2 * key_dim + h * dv;
+            for (int32_t d = 0; d < dk; d++) {
+                Kb[i * dk + d] = Kn[i * dk + d] * b;
+                W[i * dk + d] = Kb[i * dk + d] * ec;
+            }
+            for (int32_t d = 0; d < dv; d++)
+                U[i * dv + d] = v[d] * b;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dk, 1.0f, Kb, dk, Kn, dk, 0.0f, A, C);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dk, 1.0f, Q, dk, Kn, dk, 0.0f, At, C);
+        for (int32_t i = 0; i < L; i++)
+            for (int32_t m = 0; m < L; m++) {
+                float decay = m <= i ? expf(cum[i] - cum[m]) : 0.0f;
+                A[i * C + m] = A[i * C + m] * decay;
+                At[i * C + m] = At[i * C + m] * decay;
+            }
+        cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, L, dv, 1.0f, A, C, U, dv);
+        cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, L, dk, 1.0f, A, C, W, dk);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, dk, -1.0f, W, dk, S, dv, 1.0f, U, dv);
+        for (int32_t i = 0; i < L; i++) {
+            float ec = expf(cum[i]);
+            for (int32_t d = 0; d < dk; d++)
+                Q[i * dk + d] = Q[i * dk + d] * ec;
+        }
+        float *out = j->o + (run->row0 + c0) * ldo + h * dv;
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, dk, 1.0f, Q, dk, S, dv, 0.0f, out, ldo);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, L, 1.0f, At, C, U, dv, 1.0f, out, ldo);
+        float last = cum[L - 1];
+        for (int32_t i = 0; i < L; i++) {
+            float e = expf(last - cum[i]);
+            for (int32_t d = 0; d < dk; d++)
+                Kn[i * dk + d] = Kn[i * dk + d] * e;
+        }
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dk, dv, L, 1.0f, Kn, dk, U, dv, expf(last), S, dv);
+    }
+}
+
+JEV_AVX2 static void gdn_task(void *arg, int64_t task, int thread) {
+    struct gdn_job *j = arg;
+    const struct jev_gdn_run *run = &j->runs[task / j->s->hv];
+    int32_t h = (int32_t)(task % j->s->hv);
+    float *scratch = jev_cpu_scratch(j->be, thread);
+    if (run->recurrent)
+        recurrent_head(j, run, h, scratch);
+    else
+        chunk_head(j, run, h, scratch);
+}
+
+void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                           const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
+    int64_t need = 4 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk +
+                   s->chunk;
+    if (!jev_cpu_has_avx2() || s->dk % 8 != 0 || s->dv % 8 != 0 || need > JEV_CPU_SCRATCH_FLOATS) {
+        jev_cpu_gdn_rule(be, s, u, g, beta, runs, n_runs, o);
+        return;
+    }
+    struct gdn_job j = {s, u, g, beta, runs, o, be, 2 * s->hk * s->dk + s->hv * s->dv};
+    jev_pool_run(be->pool, (int64_t)n_runs * s->hv, gdn_task, &j);
+}

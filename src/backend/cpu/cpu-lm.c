@@ -1,0 +1,425 @@
+/*
+ * cpu-lm.c - the language model's ops on the CPU, scalar reference form:
+ * copy, q/gate split, rotary, sigmoid gate, causal attention over K/V spans,
+ * and the Gated DeltaNet pieces (conv, gates, delta rule, gated RMSNorm).
+ *
+ * Numerics follow HF transformers' torch code (modeling_qwen3_5.py) op by op
+ * in f32, sums in index order: the attention is eager_attention_forward
+ * (scores * scale, f32 softmax with max subtraction, weights . V); the delta
+ * rule is torch_chunk_gated_delta_rule (chunk of 64, UT solve by forward
+ * substitution, inter-chunk scan) or torch_recurrent_gated_delta_rule.
+ * Padding of the last chunk is left out: padded rows are exactly zero in
+ * every product torch forms, so skipping them changes no bit.
+ *
+ * Threads: each op spreads independent work (runs x heads, rows) over the
+ * backend's pool; a task never writes what another task reads, so results
+ * do not depend on the thread count.
+ */
+#include "backend/cpu/cpu.h" // defines: jev_cpu_* LM ops, jev_cpu_scratch
+
+#include <math.h>
+#include <string.h>
+
+/* ---- small pointwise ops ---- */
+
+void jev_cpu_copy(struct jev_backend *be, float *dst, const float *src, int64_t n) {
+    (void)be;
+    memcpy(dst, src, (size_t)n * sizeof(float));
+}
+
+void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                         float *gate) {
+    (void)be;
+    for (int64_t t = 0; t < n; t++)
+        for (int32_t h = 0; h < heads; h++) {
+            const float *src = qg + (t * heads + h) * 2 * dh;
+            memcpy(q + (t * heads + h) * dh, src, (size_t)dh * sizeof(float));
+            memcpy(gate + (t * heads + h) * dh, src + dh, (size_t)dh * sizeof(float));
+        }
+}
+
+void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                  const float *cos, const float *sin) {
+    (void)be;
+    for (int64_t t = 0; t < n; t++) {
+        const float *c = cos + t * n_freq;
+        const float *s = sin + t * n_freq;
+        for (int32_t h = 0; h < heads; h++) {
+            float *v = x + (t * heads + h) * dh;
+            for (int32_t d = 0; d < n_freq; d++) {
+                /* HF: q*cos + rotate_half(q)*sin with rotate_half = cat(-x2, x1) */
+                float x1 = v[d], x2 = v[d + n_freq];
+                v[d] = x1 * c[d] - x2 * s[d];
+                v[d + n_freq] = x2 * c[d] + x1 * s[d];
+            }
+        }
+    }
+}
+
+void jev_cpu_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = x[i] * (1.0f / (1.0f + expf(-gate[i])));
+}
+
+/* ---- attention ---- */
+
+/* A task is one (run, query row, query head); tasks are numbered run by run. */
+struct attn_job {
+    const struct jev_attn_shape *s;
+    const float *q;
+    const struct jev_attn_run *runs;
+    int32_t n_runs;
+    const int64_t *task0; /* [n_runs + 1] first task of each run */
+    float *o;
+    struct jev_backend *be;
+};
+
+static void attn_task(void *arg, int64_t task, int thread) {
+    struct attn_job *j = arg;
+    const struct jev_attn_shape *s = j->s;
+    int32_t r = 0;
+    while (j->task0[r + 1] <= task)
+        r++;
+    const struct jev_attn_run *run = &j->runs[r];
+    int64_t local = task - j->task0[r];
+    int32_t i = (int32_t)(local / s->n_heads);
+    int32_t h = (int32_t)(local % s->n_heads);
+    int32_t kvh = h / (s->n_heads / s->n_kv_heads);
+    int32_t dh = s->head_dim;
+    int32_t kv_dim = s->n_kv_heads * dh;
+    int64_t row = run->row0 + i;
+    const float *qv = j->q + (row * s->n_heads + h) * dh;
+    float *out = j->o + (row * s->n_heads + h) * dh;
+    int32_t n_keys = run->n_past + i + 1;
+    float *score = jev_cpu_scratch(j->be, thread); /* [n_keys] */
+    JEV_ASSERT(n_keys <= JEV_CPU_SCRATCH_FLOATS);
+
+    /* scores = (q . k) * scale, then a max-subtracted f32 softmax */
+    float mx = -INFINITY;
+    int32_t key = 0;
+    for (int32_t sp = 0; sp < run->n_spans && key < n_keys; sp++)
+        for (int32_t r2 = 0; r2 < run->spans[sp].n && key < n_keys; r2++, key++) {
+            const float *kv = run->spans[sp].k + (int64_t)r2 * kv_dim + kvh * dh;
+            float acc = 0.0f;
+            for (int32_t d = 0; d < dh; d++)
+                acc += qv[d] * kv[d];
+            score[key] = acc * s->scale;
+            if (score[key] > mx)
+                mx = score[key];
+        }
+    JEV_ASSERT(key == n_keys);
+    float sum = 0.0f;
+    for (int32_t k = 0; k < n_keys; k++) {
+        score[k] = expf(score[k] - mx);
+        sum += score[k];
+    }
+    for (int32_t k = 0; k < n_keys; k++)
+        score[k] = score[k] / sum;
+
+    /* o = weights . V */
+    for (int32_t d = 0; d < dh; d++)
+        out[d] = 0.0f;
+    key = 0;
+    for (int32_t sp = 0; sp < run->n_spans && key < n_keys; sp++)
+        for (int32_t r2 = 0; r2 < run->spans[sp].n && key < n_keys; r2++, key++) {
+            const float *vv = run->spans[sp].v + (int64_t)r2 * kv_dim + kvh * dh;
+            float w = score[key];
+            for (int32_t d = 0; d < dh; d++)
+                out[d] += w * vv[d];
+        }
+}
+
+void jev_cpu_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                       const struct jev_attn_run *runs, int32_t n_runs, float *o) {
+    int64_t task0[JEV_CPU_MAX_RUNS + 1];
+    JEV_ASSERT(n_runs <= JEV_CPU_MAX_RUNS);
+    task0[0] = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        task0[r + 1] = task0[r] + (int64_t)runs[r].n * s->n_heads;
+    struct attn_job j = {s, q, runs, n_runs, task0, o, be};
+    jev_pool_run(be->pool, task0[n_runs], attn_task, &j);
+}
+
+/* ---- Gated DeltaNet: conv and gates ---- */
+
+#define CONV_CHANNELS_PER_TASK 256
+
+struct conv_job {
+    const float *mixed;
+    const float *taps;
+    int32_t conv_dim, kernel;
+    const struct jev_gdn_run *runs;
+    int32_t blocks; /* channel blocks per run */
+    float *u;
+};
+
+static void conv_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    struct conv_job *j = arg;
+    const struct jev_gdn_run *run = &j->runs[task / j->blocks];
+    int32_t c0 = (int32_t)(task % j->blocks) * CONV_CHANNELS_PER_TASK;
+    int32_t c1 = c0 + CONV_CHANNELS_PER_TASK < j->conv_dim ? c0 + CONV_CHANNELS_PER_TASK : j->conv_dim;
+    int32_t K = j->kernel, C = j->conv_dim;
+    for (int32_t t = 0; t < run->n; t++) {
+        float *out = j->u + (run->row0 + t) * C;
+        for (int32_t c = c0; c < c1; c++) {
+            /* window taps 0..K-2 read the state / earlier rows, tap K-1 the current token */
+            float acc = 0.0f;
+            for (int32_t k = 0; k < K; k++) {
+                int32_t src = t - (K - 1) + k; /* row within the run; < 0 = from the window */
+                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : run->conv[(K - 1 + src) * C + c];
+                acc += j->taps[c * K + k] * x;
+            }
+            out[c] = acc / (1.0f + expf(-acc));
+        }
+    }
+    /* the new window: the last K-1 inputs (state rows first when the run is short) */
+    for (int32_t w = 0; w < K - 1; w++) {
+        int32_t src = run->n - (K - 1) + w;
+        for (int32_t c = c0; c < c1; c++) {
+            float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : run->conv[(K - 1 + src) * C + c];
+            /* src < 0 reads old window row n+w > w, which this loop has not overwritten yet */
+            run->conv[w * C + c] = x;
+        }
+    }
+}
+
+void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                      int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
+    int32_t blocks = (conv_dim + CONV_CHANNELS_PER_TASK - 1) / CONV_CHANNELS_PER_TASK;
+    struct conv_job j = {mixed, taps, conv_dim, kernel, runs, blocks, u};
+    jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
+}
+
+void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
+                       const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta) {
+    (void)be;
+    for (int64_t t = 0; t < n; t++)
+        for (int32_t h = 0; h < hv; h++) {
+            float x = a[t * hv + h] + dt_bias[h];
+            float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch softplus, beta 1, threshold 20 */
+            g[t * hv + h] = -expf(a_log[h]) * sp;
+            beta[t * hv + h] = 1.0f / (1.0f + expf(-b[t * hv + h]));
+        }
+}
+
+void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
+                           int32_t d, float eps, float *y) {
+    (void)be;
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * d;
+        const float *zr = z + r * d;
+        float *yr = y + r * d;
+        float ss = 0.0f;
+        for (int32_t i = 0; i < d; i++)
+            ss += xr[i] * xr[i];
+        float inv = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int32_t i = 0; i < d; i++) {
+            float zi = zr[i];
+            yr[i] = (w[i] * (xr[i] * inv)) * (zi / (1.0f + expf(-zi)));
+        }
+    }
+}
+
+/* ---- Gated DeltaNet: the delta rule ---- */
+
+struct gdn_job {
+    const struct jev_gdn_shape *s;
+    const float *u;
+    const float *g;
+    const float *beta;
+    const struct jev_gdn_run *runs;
+    float *o;
+    struct jev_backend *be;
+    int32_t conv_dim;
+};
+
+/* x * rsqrt(sum(x^2) + 1e-6) (HF l2norm, the sum form), then * mul or / div. */
+static void l2norm_into(const float *x, int32_t d, float *out) {
+    float ss = 0.0f;
+    for (int32_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    float inv = 1.0f / sqrtf(ss + 1e-6f);
+    for (int32_t i = 0; i < d; i++)
+        out[i] = x[i] * inv;
+}
+
+/* One token at a time (torch_recurrent_gated_delta_rule): decay, read, delta write, output. */
+static void gdn_recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+    const struct jev_gdn_shape *s = j->s;
+    int32_t dk = s->dk, dv = s->dv;
+    int32_t kh = h / (s->hv / s->hk);
+    int32_t key_dim = s->hk * dk;
+    float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *q = scratch, *k = scratch + dk, *mem = scratch + 2 * dk; /* [dk], [dk], [dv] */
+    const float qdiv = sqrtf((float)dk); /* torch: query / (dk ** 0.5) */
+    for (int32_t t = 0; t < run->n; t++) {
+        int64_t row = run->row0 + t;
+        const float *ur = j->u + row * j->conv_dim;
+        l2norm_into(ur + kh * dk, dk, q);
+        l2norm_into(ur + key_dim + kh * dk, dk, k);
+        for (int32_t i = 0; i < dk; i++)
+            q[i] = q[i] / qdiv;
+        const float *v = ur + 2 * key_dim + h * dv;
+        float decay = expf(j->g[row * s->hv + h]);
+        float beta = j->beta[row * s->hv + h];
+        for (int64_t i = 0; i < (int64_t)dk * dv; i++)
+            S[i] = S[i] * decay;
+        for (int32_t c = 0; c < dv; c++)
+            mem[c] = 0.0f;
+        for (int32_t i = 0; i < dk; i++)
+            for (int32_t c = 0; c < dv; c++)
+                mem[c] += S[i * dv + c] * k[i];
+        for (int32_t c = 0; c < dv; c++)
+            mem[c] = (v[c] - mem[c]) * beta; /* delta */
+        for (int32_t i = 0; i < dk; i++)
+            for (int32_t c = 0; c < dv; c++)
+                S[i * dv + c] = S[i * dv + c] + k[i] * mem[c];
+        float *out = j->o + row * (s->hv * dv) + h * dv;
+        for (int32_t c = 0; c < dv; c++)
+            out[c] = 0.0f;
+        for (int32_t i = 0; i < dk; i++)
+            for (int32_t c = 0; c < dv; c++)
+                out[c] += S[i * dv + c] * q[i];
+    }
+}
+
+/*
+ * Chunked form (torch_chunk_gated_delta_rule) for one value head of a run,
+ * chunk by chunk from the start of the run. Per chunk of L <= C rows:
+ *   cum = cumsum(g); D[i][j] = exp(cum_i - cum_j) (j <= i)
+ *   A = (k_beta K^T) * D, attn = (Q K^T) * D            (lower triangle)
+ *   U = (I + strict(A))^-1 (V * beta), W = (I + strict(A))^-1 (k_beta * exp(cum))
+ *   V' = U - W S; O = (Q * exp(cum)) S + attn V'
+ *   S = S * exp(cum_last) + (K * exp(cum_last - cum))^T V'
+ */
+static void gdn_chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
+    const struct jev_gdn_shape *s = j->s;
+    int32_t dk = s->dk, dv = s->dv, C = s->chunk;
+    int32_t kh = h / (s->hv / s->hk);
+    int32_t key_dim = s->hk * dk;
+    float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *Q = scratch;                 /* [C][dk] normalised, scaled queries */
+    float *Kn = Q + C * dk;             /* [C][dk] normalised keys */
+    float *W = Kn + C * dk;             /* [C][dk] k_beta * exp(cum), then solved */
+    float *U = W + C * dk;              /* [C][dv] v * beta, then solved, then V' */
+    float *A = U + C * dv;              /* [C][C] */
+    float *At = A + C * C;              /* [C][C] intra-chunk attention */
+    float *cum = At + C * C;            /* [C] */
+    float *bet = cum + C;               /* [C] */
+    float *tmp = bet + C;               /* [max(dk, dv)] */
+    const float qscale = (float)(1.0 / sqrt((double)dk)); /* torch: dk ** -0.5 as an f32 scalar */
+
+    for (int32_t c0 = 0; c0 < run->n; c0 += C) {
+        int32_t L = run->n - c0 < C ? run->n - c0 : C;
+        /* normalise, gates, cumulative log decay */
+        for (int32_t i = 0; i < L; i++) {
+            int64_t row = run->row0 + c0 + i;
+            const float *ur = j->u + row * j->conv_dim;
+            l2norm_into(ur + kh * dk, dk, Q + i * dk);
+            for (int32_t d = 0; d < dk; d++)
+                Q[i * dk + d] = Q[i * dk + d] * qscale;
+            l2norm_into(ur + key_dim + kh * dk, dk, Kn + i * dk);
+            bet[i] = j->beta[row * s->hv + h];
+            float g = j->g[row * s->hv + h];
+            cum[i] = i == 0 ? g : cum[i - 1] + g;
+            const float *v = ur + 2 * key_dim + h * dv;
+            for (int32_t d = 0; d < dv; d++)
+                U[i * dv + d] = v[d] * bet[i];
+            float ec = expf(cum[i]);
+            for (int32_t d = 0; d < dk; d++)
+                W[i * dk + d] = (Kn[i * dk + d] * bet[i]) * ec;
+        }
+        /* A (strictly lower) and attn (lower with diagonal) */
+        for (int32_t i = 0; i < L; i++)
+            for (int32_t m = 0; m <= i; m++) {
+                float decay = expf(cum[i] - cum[m]);
+                float kk = 0.0f, qk = 0.0f;
+                for (int32_t d = 0; d < dk; d++) {
+                    kk += (Kn[i * dk + d] * bet[i]) * Kn[m * dk + d];
+                    qk += Q[i * dk + d] * Kn[m * dk + d];
+                }
+                A[i * C + m] = kk * decay;
+                At[i * C + m] = qk * decay;
+            }
+        /* forward substitution with the unit lower triangle I + strict(A) */
+        for (int32_t i = 1; i < L; i++) {
+            for (int32_t d = 0; d < dv; d++) {
+                float acc = 0.0f;
+                for (int32_t m = 0; m < i; m++)
+                    acc += A[i * C + m] * U[m * dv + d];
+                U[i * dv + d] = U[i * dv + d] - acc;
+            }
+            for (int32_t d = 0; d < dk; d++) {
+                float acc = 0.0f;
+                for (int32_t m = 0; m < i; m++)
+                    acc += A[i * C + m] * W[m * dk + d];
+                W[i * dk + d] = W[i * dk + d] - acc;
+            }
+        }
+        /* V' = U - W S; O = (Q exp(cum)) S + attn V' */
+        for (int32_t i = 0; i < L; i++) {
+            for (int32_t d = 0; d < dv; d++) {
+                float acc = 0.0f;
+                for (int32_t m = 0; m < dk; m++)
+                    acc += W[i * dk + m] * S[m * dv + d];
+                U[i * dv + d] = U[i * dv + d] - acc;
+            }
+        }
+        for (int32_t i = 0; i < L; i++) {
+            float ec = expf(cum[i]);
+            for (int32_t m = 0; m < dk; m++)
+                tmp[m] = Q[i * dk + m] * ec;
+            float *out = j->o + (run->row0 + c0 + i) * (s->hv * dv) + h * dv;
+            for (int32_t d = 0; d < dv; d++) {
+                float inter = 0.0f;
+                for (int32_t m = 0; m < dk; m++)
+                    inter += tmp[m] * S[m * dv + d];
+                float intra = 0.0f;
+                for (int32_t m = 0; m <= i; m++)
+                    intra += At[i * C + m] * U[m * dv + d];
+                out[d] = inter + intra;
+            }
+        }
+        /* S = S * exp(cum_last) + (K exp(cum_last - cum))^T V' */
+        float last = cum[L - 1];
+        float chunk_decay = expf(last);
+        for (int32_t i = 0; i < L; i++) {
+            float e = expf(last - cum[i]);
+            for (int32_t d = 0; d < dk; d++)
+                Kn[i * dk + d] = Kn[i * dk + d] * e;
+        }
+        for (int32_t m = 0; m < dk; m++)
+            for (int32_t d = 0; d < dv; d++) {
+                float acc = 0.0f;
+                for (int32_t i = 0; i < L; i++)
+                    acc += Kn[i * dk + m] * U[i * dv + d];
+                S[m * dv + d] = S[m * dv + d] * chunk_decay + acc;
+            }
+    }
+}
+
+static void gdn_task(void *arg, int64_t task, int thread) {
+    struct gdn_job *j = arg;
+    const struct jev_gdn_run *run = &j->runs[task / j->s->hv];
+    int32_t h = (int32_t)(task % j->s->hv);
+    float *scratch = jev_cpu_scratch(j->be, thread);
+    if (run->recurrent)
+        gdn_recurrent_head(j, run, h, scratch);
+    else
+        gdn_chunk_head(j, run, h, scratch);
+}
+
+/* Scratch floats the chunked form needs per thread. */
+int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s) {
+    int64_t C = s->chunk, dk = s->dk, dv = s->dv;
+    return 3 * C * dk + C * dv + 2 * C * C + 2 * C + (dk > dv ? dk : dv);
+}
+
+void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                      const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
+    JEV_ASSERT(jev_cpu_gdn_scratch(s) <= JEV_CPU_SCRATCH_FLOATS);
+    struct gdn_job j = {s, u, g, beta, runs, o, be, 2 * s->hk * s->dk + s->hv * s->dv};
+    jev_pool_run(be->pool, (int64_t)n_runs * s->hv, gdn_task, &j);
+}

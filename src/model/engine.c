@@ -1,0 +1,97 @@
+/*
+ * engine.c - jev_engine_init / jev_engine_free / jev_engine_last_error
+ * (include/jev.h) and the engine's sizing.
+ *
+ * Sizing: the state pool holds max_batch + 1 sequences (a prefix and its
+ * forks) of at most max_tokens tokens, with K/V room for 2 * max_tokens own
+ * tokens over all of them; the LM processes up to prefill_chunk tokens per
+ * internal slice (a larger batch runs in consecutive slices).
+ */
+#include "model/engine.h" // defines: struct jev_engine
+
+#include <stdlib.h>
+
+#include <string.h>
+
+struct jev_engine_params jev_engine_default_params(void) {
+    struct jev_engine_params p = {0};
+    p.max_tokens = 8192;
+    p.max_batch = 64;
+    p.prefill_chunk = 512;
+    return p;
+}
+
+enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_error *err) {
+    e->err = *err;
+    return err->status;
+}
+
+size_t jev_engine_bytes(const struct jev_engine *e) { return e->state.bytes + e->lm.arena.cap; }
+
+/*
+ * On failure the half-built engine is still handed out, so that the caller
+ * can read jev_engine_last_error(); it must then be freed with
+ * jev_engine_free and is good for nothing else.
+ */
+static enum jev_status engine_fail(struct jev_engine *e, struct jev_engine **out, enum jev_status s) {
+    (void)s;
+    *out = e;
+    return e->err.status;
+}
+
+enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
+                                struct jev_engine **out) {
+    if (!out)
+        return JEV_ERR_INVALID_ARG;
+    *out = NULL;
+    struct jev_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return JEV_ERR_NOMEM;
+    if (!model)
+        return engine_fail(e, out, jev_fail(&e->err, JEV_ERR_INVALID_ARG, "jev_engine_init: model is NULL"));
+    e->model = model;
+    e->params = params ? *params : jev_engine_default_params();
+    struct jev_engine_params *p = &e->params;
+    if (p->max_tokens == 0)
+        p->max_tokens = 8192;
+    if (p->max_batch == 0)
+        p->max_batch = 64;
+    if (p->prefill_chunk == 0)
+        p->prefill_chunk = 512;
+    if (p->max_tokens < 0 || p->max_tokens > JEV_ENGINE_MAX_TOKENS || p->max_batch < 0 ||
+        p->max_batch > JEV_ENGINE_MAX_BATCH || p->prefill_chunk < 0 || p->prefill_chunk > 65536)
+        return engine_fail(e, out,
+                           jev_fail(&e->err, JEV_ERR_INVALID_ARG,
+                                    "jev_engine_init: max_tokens %d (1..%d), max_batch %d (1..%d) or "
+                                    "prefill_chunk %d (1..65536) out of range",
+                                    p->max_tokens, JEV_ENGINE_MAX_TOKENS, p->max_batch, JEV_ENGINE_MAX_BATCH,
+                                    p->prefill_chunk));
+    const struct jev_config *cfg = &model->config;
+    if (JEV_OK != jev_pool_init(&e->pool, model->params.n_threads, &e->err))
+        return engine_fail(e, out, e->err.status);
+    e->be = jev_cpu_backend_new(e->pool);
+    if (!e->be)
+        return engine_fail(e, out, jev_fail(&e->err, JEV_ERR_NOMEM, "jev_engine_init: cannot create the CPU backend"));
+    e->ops = &jev_cpu_ops;
+    struct jev_state_params sp = {.max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0};
+    if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))
+        return engine_fail(e, out, e->err.status);
+    struct jev_lm_params lp = {.max_batch_tokens = p->prefill_chunk, .max_runs = p->max_batch + 1,
+                               .max_tokens = p->max_tokens, .max_spans = jev_seq_max_spans(&e->state)};
+    if (JEV_OK != jev_lm_init(&e->lm, cfg, &model->weights, e->ops, e->be, &lp, &e->err))
+        return engine_fail(e, out, e->err.status);
+    *out = e;
+    return JEV_OK;
+}
+
+void jev_engine_free(struct jev_engine *e) {
+    if (!e)
+        return;
+    jev_lm_free(&e->lm);
+    jev_state_free(&e->state);
+    jev_cpu_backend_free(e->be);
+    jev_pool_free(e->pool);
+    free(e);
+}
+
+const char *jev_engine_last_error(const struct jev_engine *e) { return e ? e->err.msg : "no engine"; }

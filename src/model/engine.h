@@ -1,0 +1,51 @@
+/*
+ * engine.h - struct jev_engine: one worker over a shared, immutable model.
+ *
+ * An engine owns everything a request stream mutates: the thread pool and
+ * backend instance, the sequence-state pool (K/V pages, DeltaNet states),
+ * the language model's activation arena and the last error text. Sizes come
+ * from struct jev_engine_params and everything is allocated in
+ * jev_engine_init; nothing is allocated per token afterwards.
+ *
+ * The public half (jev_engine_init / jev_engine_free /
+ * jev_engine_last_error) is declared in include/jev.h; this header gives the
+ * library's own callers (the CLI, the decision paths) the struct.
+ * Use an engine from one thread at a time.
+ *
+ * Failure of jev_engine_init: it returns the status and still sets *out to
+ * the half-built engine (unless the engine struct itself could not be
+ * allocated, then *out is NULL), so that jev_engine_last_error() can say what
+ * was wrong; free it with jev_engine_free.
+ */
+#ifndef JEV_MODEL_ENGINE_H
+#define JEV_MODEL_ENGINE_H
+
+#include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
+#include "base/error.h"  // defines: struct jev_error
+#include "base/pool.h"   // defines: struct jev_pool
+#include "jev.h"         // defines: struct jev_engine_params
+#include "model/lm.h"    // defines: struct jev_lm
+#include "model/model.h" // defines: struct jev_model
+#include "model/state.h" // defines: struct jev_state
+
+#define JEV_ENGINE_MAX_TOKENS (1 << 18) /* attention scratch bound of the CPU backend */
+#define JEV_ENGINE_MAX_BATCH 4000       /* sequences in one batched forward */
+
+struct jev_engine {
+    const struct jev_model *model;     /* shared, immutable (not owned) */
+    struct jev_engine_params params;   /* as used, defaults filled */
+    struct jev_pool *pool;             /* worker threads */
+    struct jev_backend *be;            /* backend instance over pool */
+    const struct jev_ops *ops;         /* the backend's op table */
+    struct jev_state state;            /* sequences: K/V page pool + linear states */
+    struct jev_lm lm;                  /* language model forward and its activations */
+    struct jev_error err;              /* last failure (jev_engine_last_error) */
+};
+
+/* Records a failure from an internal call as the engine's last error; returns its status. */
+enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_error *err);
+
+/* Bytes the engine allocated at init (state pool + activations). */
+size_t jev_engine_bytes(const struct jev_engine *e);
+
+#endif

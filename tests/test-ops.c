@@ -1,0 +1,445 @@
+/*
+ * test-ops.c - op parity: every op of the CPU table against its reference.
+ *
+ * - matmul / matmul_rows / embed: the table's fast kernels (cpu-matmul.c:
+ *   AVX2 fused kernels, OpenBLAS sgemm tiles) against the scalar reference
+ *   (cpu-dense.c), for f32, bf16, f16, 4-bit and 8-bit affine (bf16 and f32
+ *   scales), 3-bit and odd shapes (generic path), token counts on both
+ *   sides of the sgemm threshold.
+ * - attention and the delta rule: cpu-lm-fast.c against cpu-lm.c's scalar
+ *   forms, several runs with K/V spans of uneven sizes, GQA, grouped value
+ *   heads, chunked and recurrent runs, outputs and updated states.
+ * - the causal conv: fast and reference against each other and against the
+ *   formula in double; the ops that have one implementation (copy, q/gate
+ *   split, rope, sigmoid gate, gates, gated RMSNorm): against the formula
+ *   evaluated here in double precision.
+ *
+ * Data are deterministic: 0.1 + 2*cos(i) (scaled per use). The measure is
+ * NMSE = sum((a-b)^2) / sum(a^2). Limits: 1e-7 for f32 paths. Quantized
+ * matrices get the same 1e-7: both sides dequantize to bit-identical f32
+ * weights (tested exactly via embed), so only the summation order differs,
+ * as for f32. Each failure prints the op and its parameters.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h" // defines: jev_cpu_* reference ops, jev_cpu_ops
+#include "base/half.h"       // defines: jev_f32_to_bf16, jev_f32_to_f16
+
+#define NMSE_F32 1e-7
+
+static struct jev_pool *g_pool;
+static struct jev_backend *g_be;
+
+static int setup(void **state) {
+    (void)state;
+    struct jev_error err = {0};
+    if (jev_pool_init(&g_pool, 2, &err) != JEV_OK)
+        return -1;
+    g_be = jev_cpu_backend_new(g_pool);
+    return g_be ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    jev_cpu_backend_free(g_be);
+    jev_pool_free(g_pool);
+    return 0;
+}
+
+static float det(int64_t i) { return 0.1f + 2.0f * (float)cos((double)i); }
+
+static void fill(float *x, int64_t n, int64_t seed, float scale) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = det(i * 7 + seed) * scale;
+}
+
+static double nmse(const float *ref, const float *got, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static void check(const char *what, const float *ref, const float *got, int64_t n, double limit) {
+    double e = nmse(ref, got, n);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(got[i]))
+            fail_msg("%s: non-finite value at %lld", what, (long long)i);
+    printf("  %-60s NMSE %.3g\n", what, e);
+    if (e > limit)
+        fail_msg("%s: NMSE %.3g > %.3g", what, e, limit);
+}
+
+/* ---- matrices ---- */
+
+struct mat {
+    struct jev_matrix m; /* the matrix */
+    void *data, *scales, *biases; /* owned storage */
+};
+
+static void mat_free(struct mat *a) {
+    free(a->data);
+    free(a->scales);
+    free(a->biases);
+}
+
+static struct mat mat_make(enum jev_mtype type, int32_t rows, int32_t cols, int bits, int group,
+                           enum jev_stype stype, int64_t seed) {
+    struct mat a = {0};
+    a.m.type = type;
+    a.m.rows = rows;
+    a.m.cols = cols;
+    a.m.name = "test";
+    size_t n = (size_t)rows * (size_t)cols;
+    if (type == JEV_MTYPE_F32) {
+        float *d = malloc(n * sizeof(float));
+        fill(d, (int64_t)n, seed, 0.05f);
+        a.data = d;
+    } else if (type == JEV_MTYPE_BF16 || type == JEV_MTYPE_F16) {
+        uint16_t *d = malloc(n * sizeof(uint16_t));
+        for (size_t i = 0; i < n; i++) {
+            float v = det((int64_t)i * 7 + seed) * 0.05f;
+            d[i] = type == JEV_MTYPE_BF16 ? jev_f32_to_bf16(v) : jev_f32_to_f16(v);
+        }
+        a.data = d;
+    } else {
+        a.m.bits = bits;
+        a.m.group = group;
+        a.m.stype = stype;
+        size_t words = (size_t)rows * (size_t)cols * (size_t)bits / 32;
+        uint32_t *d = calloc(words, sizeof(uint32_t));
+        for (int32_t r = 0; r < rows; r++)
+            for (int32_t c = 0; c < cols; c++) {
+                uint32_t code = (uint32_t)((det((int64_t)r * cols + c + seed) + 1.9f) / 4.0f * (float)((1 << bits) - 1));
+                code &= (1u << bits) - 1;
+                int64_t bit = ((int64_t)r * cols + c) * bits;
+                d[bit >> 5] |= code << (bit & 31);
+                if ((bit & 31) + bits > 32)
+                    d[(bit >> 5) + 1] |= code >> (32 - (bit & 31));
+            }
+        size_t groups = (size_t)rows * (size_t)(cols / group);
+        size_t sz = stype == JEV_STYPE_F32 ? 4 : 2;
+        a.scales = malloc(groups * sz);
+        a.biases = malloc(groups * sz);
+        for (size_t g = 0; g < groups; g++) {
+            float s = 0.01f + 0.002f * det((int64_t)g + 3), b = -0.05f + 0.01f * det((int64_t)g + 11);
+            if (stype == JEV_STYPE_F32) {
+                ((float *)a.scales)[g] = s;
+                ((float *)a.biases)[g] = b;
+            } else {
+                ((uint16_t *)a.scales)[g] = stype == JEV_STYPE_BF16 ? jev_f32_to_bf16(s) : jev_f32_to_f16(s);
+                ((uint16_t *)a.biases)[g] = stype == JEV_STYPE_BF16 ? jev_f32_to_bf16(b) : jev_f32_to_f16(b);
+            }
+        }
+        a.data = d;
+        a.m.scales = a.scales;
+        a.m.biases = a.biases;
+    }
+    a.m.data = a.data;
+    return a;
+}
+
+struct mcase {
+    const char *name;
+    enum jev_mtype type;
+    int32_t rows, cols;
+    int bits, group;
+    enum jev_stype stype;
+};
+
+static const struct mcase mcases[] = {
+    {"f32", JEV_MTYPE_F32, 70, 96, 0, 0, JEV_STYPE_F32},
+    {"f32 odd cols", JEV_MTYPE_F32, 37, 29, 0, 0, JEV_STYPE_F32},
+    {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
+    {"f16", JEV_MTYPE_F16, 33, 64, 0, 0, JEV_STYPE_F32},
+    {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
+    {"q4 g32 f32", JEV_MTYPE_QAFFINE, 41, 128, 4, 32, JEV_STYPE_F32},
+    {"q4 g64 f16", JEV_MTYPE_QAFFINE, 19, 192, 4, 64, JEV_STYPE_F16},
+    {"q8 g64 bf16", JEV_MTYPE_QAFFINE, 50, 128, 8, 64, JEV_STYPE_BF16},
+    {"q3 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 23, 128, 3, 64, JEV_STYPE_BF16},
+    {"q4 g4 (generic)", JEV_MTYPE_QAFFINE, 9, 32, 4, 4, JEV_STYPE_BF16},
+};
+
+static const int64_t ntoks[] = {1, 2, 3, 5, 7, 8, 9, 33, 70};
+
+static void test_matmul(void **state) {
+    (void)state;
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
+        const struct mcase *mc = &mcases[c];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+        for (size_t t = 0; t < sizeof ntoks / sizeof ntoks[0]; t++) {
+            int64_t n = ntoks[t];
+            float *x = malloc((size_t)n * (size_t)mc->cols * sizeof(float));
+            float *yr = malloc((size_t)n * (size_t)mc->rows * sizeof(float));
+            float *yf = malloc((size_t)n * (size_t)mc->rows * sizeof(float));
+            fill(x, n * mc->cols, 100 + (int64_t)t, 1.0f);
+            jev_cpu_matmul(g_be, &a.m, x, n, yr);
+            jev_cpu_ops.matmul(g_be, &a.m, x, n, yf);
+            char what[128];
+            snprintf(what, sizeof what, "matmul %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols, (long long)n);
+            check(what, yr, yf, n * mc->rows, NMSE_F32);
+            /* candidate rows: unsorted, repeated */
+            int32_t ids[5] = {mc->rows - 1, 0, 3, 3, mc->rows / 2};
+            jev_cpu_matmul_rows(g_be, &a.m, ids, 5, x, n, yr);
+            jev_cpu_ops.matmul_rows(g_be, &a.m, ids, 5, x, n, yf);
+            snprintf(what, sizeof what, "matmul_rows %s cols %d n %lld", mc->name, mc->cols, (long long)n);
+            check(what, yr, yf, n * 5, NMSE_F32);
+            free(x);
+            free(yr);
+            free(yf);
+        }
+        /* embed: bit-identical dequantization */
+        int32_t ids[3] = {mc->rows - 1, 0, 2};
+        float *er = malloc(3 * (size_t)mc->cols * sizeof(float));
+        float *ef = malloc(3 * (size_t)mc->cols * sizeof(float));
+        jev_cpu_embed(g_be, &a.m, ids, 3, er);
+        jev_cpu_ops.embed(g_be, &a.m, ids, 3, ef);
+        if (memcmp(er, ef, 3 * (size_t)mc->cols * sizeof(float)) != 0)
+            fail_msg("embed %s: rows differ from jev_matrix_row", mc->name);
+        free(er);
+        free(ef);
+        mat_free(&a);
+    }
+}
+
+/* ---- attention ---- */
+
+static void test_attention(void **state) {
+    (void)state;
+    /* heads: (Hq, Hkv, dh) */
+    const int32_t shapes[3][3] = {{4, 2, 32}, {8, 2, 64}, {3, 3, 16}};
+    for (int sh = 0; sh < 3; sh++) {
+        int32_t hq = shapes[sh][0], hkv = shapes[sh][1], dh = shapes[sh][2], kv_dim = hkv * dh;
+        struct jev_attn_shape s = {hq, hkv, dh, 1.0f / sqrtf((float)dh)};
+        /* three runs: (n_past, n) = (0, 5), (70, 1), (33, 40); keys in spans of 17 rows */
+        const int32_t past[3] = {0, 70, 33}, len[3] = {5, 1, 40};
+        int64_t rows = 46;
+        float *q = malloc((size_t)rows * (size_t)hq * (size_t)dh * sizeof(float));
+        float *or_ = malloc((size_t)rows * (size_t)hq * (size_t)dh * sizeof(float));
+        float *of = malloc((size_t)rows * (size_t)hq * (size_t)dh * sizeof(float));
+        fill(q, rows * hq * dh, 5, 0.5f);
+        struct jev_attn_run runs[3];
+        struct jev_kv_span spans[3][8];
+        float *kv[3];
+        int64_t row = 0;
+        for (int r = 0; r < 3; r++) {
+            int32_t total = past[r] + len[r];
+            kv[r] = malloc((size_t)total * 2 * (size_t)kv_dim * sizeof(float));
+            fill(kv[r], (int64_t)total * 2 * kv_dim, 50 + r, 0.7f);
+            int32_t ns = 0;
+            for (int32_t at = 0; at < total; at += 17, ns++) {
+                spans[r][ns].k = kv[r] + (size_t)at * (size_t)kv_dim;
+                spans[r][ns].v = kv[r] + ((size_t)total + (size_t)at) * (size_t)kv_dim;
+                spans[r][ns].n = total - at < 17 ? total - at : 17;
+            }
+            runs[r] = (struct jev_attn_run){row, len[r], past[r], spans[r], ns};
+            row += len[r];
+        }
+        jev_cpu_attention(g_be, &s, q, runs, 3, or_);
+        jev_cpu_ops.attention(g_be, &s, q, runs, 3, of);
+        char what[96];
+        snprintf(what, sizeof what, "attention Hq %d Hkv %d dh %d", hq, hkv, dh);
+        check(what, or_, of, rows * hq * dh, NMSE_F32);
+        for (int r = 0; r < 3; r++)
+            free(kv[r]);
+        free(q);
+        free(or_);
+        free(of);
+    }
+}
+
+/* ---- delta rule ---- */
+
+static void test_gdn_rule(void **state) {
+    (void)state;
+    /* (hk, hv, dk, dv) */
+    const int32_t shapes[3][4] = {{2, 4, 16, 16}, {2, 2, 32, 24}, {1, 3, 24, 40}};
+    for (int sh = 0; sh < 3; sh++) {
+        struct jev_gdn_shape s = {shapes[sh][0], shapes[sh][1], shapes[sh][2], shapes[sh][3], 64};
+        int32_t conv_dim = 2 * s.hk * s.dk + s.hv * s.dv;
+        /* runs: chunked 150 (3 chunks), recurrent 1, chunked 1 (fresh), recurrent 3 */
+        const int32_t len[4] = {150, 1, 1, 3};
+        const bool rec[4] = {false, true, false, true};
+        int64_t rows = 155;
+        float *u = malloc((size_t)rows * (size_t)conv_dim * sizeof(float));
+        float *g = malloc((size_t)rows * (size_t)s.hv * sizeof(float));
+        float *beta = malloc((size_t)rows * (size_t)s.hv * sizeof(float));
+        fill(u, rows * conv_dim, 9, 1.0f);
+        for (int64_t i = 0; i < rows * s.hv; i++) {
+            g[i] = -0.05f - 0.04f * (det(i) + 2.0f); /* log decay in (-0.25, -0.05) */
+            beta[i] = 0.5f + 0.2f * det(i + 5);
+        }
+        int64_t ssm = (int64_t)s.hv * s.dk * s.dv;
+        float *st_r = malloc(4 * (size_t)ssm * sizeof(float)), *st_f = malloc(4 * (size_t)ssm * sizeof(float));
+        fill(st_r, 4 * ssm, 77, 0.1f);
+        memcpy(st_f, st_r, 4 * (size_t)ssm * sizeof(float));
+        struct jev_gdn_run rr[4], rf[4];
+        int64_t row = 0;
+        for (int r = 0; r < 4; r++) {
+            rr[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_r + r * ssm};
+            rf[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_f + r * ssm};
+            row += len[r];
+        }
+        float *or_ = malloc((size_t)rows * (size_t)s.hv * (size_t)s.dv * sizeof(float));
+        float *of = malloc((size_t)rows * (size_t)s.hv * (size_t)s.dv * sizeof(float));
+        jev_cpu_gdn_rule(g_be, &s, u, g, beta, rr, 4, or_);
+        jev_cpu_ops.gdn_rule(g_be, &s, u, g, beta, rf, 4, of);
+        char what[96];
+        snprintf(what, sizeof what, "gdn_rule out hk %d hv %d dk %d dv %d", s.hk, s.hv, s.dk, s.dv);
+        check(what, or_, of, rows * s.hv * s.dv, NMSE_F32);
+        snprintf(what, sizeof what, "gdn_rule state hk %d hv %d dk %d dv %d", s.hk, s.hv, s.dk, s.dv);
+        check(what, st_r, st_f, 4 * ssm, NMSE_F32);
+        free(u);
+        free(g);
+        free(beta);
+        free(st_r);
+        free(st_f);
+        free(or_);
+        free(of);
+    }
+}
+
+/* ---- single-implementation ops against the formula in double ---- */
+
+static void test_pointwise_ops(void **state) {
+    (void)state;
+    /* split_qgate + rope + sigmoid_mul */
+    int32_t n = 3, heads = 2, dh = 8, nf = 3;
+    float qg[3 * 2 * 16], q[3 * 2 * 8], gate[3 * 2 * 8], cs[9], sn[9];
+    fill(qg, 96, 1, 1.0f);
+    for (int i = 0; i < 9; i++) {
+        cs[i] = (float)cos(0.3 * i);
+        sn[i] = (float)sin(0.3 * i);
+    }
+    jev_cpu_ops.split_qgate(g_be, qg, n, heads, dh, q, gate);
+    float want_q[48];
+    for (int t = 0; t < n; t++)
+        for (int h = 0; h < heads; h++)
+            for (int d = 0; d < dh; d++) {
+                assert_true(gate[(t * heads + h) * dh + d] == qg[(t * heads + h) * 2 * dh + dh + d]);
+                double x = qg[(t * heads + h) * 2 * dh + d];
+                double c = d < 2 * nf ? cs[t * nf + d % nf] : 1, s = d < 2 * nf ? sn[t * nf + d % nf] : 0;
+                double partner = d < nf ? -qg[(t * heads + h) * 2 * dh + d + nf]
+                                        : d < 2 * nf ? qg[(t * heads + h) * 2 * dh + d - nf] : 0;
+                want_q[(t * heads + h) * dh + d] = (float)(x * c + partner * s);
+            }
+    jev_cpu_ops.rope(g_be, q, n, heads, dh, nf, cs, sn);
+    check("rope", want_q, q, 48, 1e-12);
+    float x[48], want_x[48];
+    memcpy(x, q, sizeof x);
+    for (int i = 0; i < 48; i++)
+        want_x[i] = (float)((double)x[i] / (1.0 + exp(-(double)gate[i])));
+    jev_cpu_ops.sigmoid_mul(g_be, x, gate, 48);
+    check("sigmoid_mul", want_x, x, 48, 1e-12);
+
+    /* gdn_gates */
+    float a[6], b[6], alog[2] = {0.3f, 1.2f}, dtb[2] = {0.5f, 25.0f}, g[6], beta[6], wg[6], wb[6];
+    fill(a, 6, 3, 2.0f);
+    fill(b, 6, 4, 2.0f);
+    for (int i = 0; i < 6; i++) {
+        double xa = (double)a[i] + (double)dtb[i % 2];
+        double sp = xa > 20 ? xa : log1p(exp(xa));
+        wg[i] = (float)(-exp((double)alog[i % 2]) * sp);
+        wb[i] = (float)(1.0 / (1.0 + exp(-(double)b[i])));
+    }
+    jev_cpu_ops.gdn_gates(g_be, a, b, alog, dtb, 3, 2, g, beta);
+    check("gdn_gates g", wg, g, 6, 1e-12);
+    check("gdn_gates beta", wb, beta, 6, 1e-12);
+
+    /* gated_rmsnorm */
+    float xr[32], z[32], w[16], y[32], wy[32];
+    fill(xr, 32, 6, 1.0f);
+    fill(z, 32, 7, 1.0f);
+    fill(w, 16, 8, 0.5f);
+    for (int r = 0; r < 2; r++) {
+        double ss = 0;
+        for (int i = 0; i < 16; i++)
+            ss += (double)xr[r * 16 + i] * (double)xr[r * 16 + i];
+        double inv = 1.0 / sqrt(ss / 16 + 1e-6);
+        for (int i = 0; i < 16; i++) {
+            double zi = z[r * 16 + i];
+            wy[r * 16 + i] = (float)((double)w[i] * (double)xr[r * 16 + i] * inv * zi / (1.0 + exp(-zi)));
+        }
+    }
+    jev_cpu_ops.gated_rmsnorm(g_be, xr, z, w, 2, 16, 1e-6f, y);
+    check("gated_rmsnorm", wy, y, 32, 1e-12);
+}
+
+static void test_gdn_conv(void **state) {
+    (void)state;
+    /* two runs (5 rows and 2 rows: shorter than the window) over 300 channels, K = 4 */
+    int32_t C = 300, K = 4, rows = 7;
+    float *mixed = malloc((size_t)rows * (size_t)C * sizeof(float));
+    float *taps = malloc((size_t)C * (size_t)K * sizeof(float));
+    float *u = malloc((size_t)rows * (size_t)C * sizeof(float));
+    float *win = malloc(2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
+    float *win0 = malloc(2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
+    fill(mixed, rows * C, 1, 1.0f);
+    fill(taps, C * K, 2, 0.4f);
+    fill(win, 2 * (K - 1) * C, 3, 1.0f);
+    memcpy(win0, win, 2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
+    struct jev_gdn_run runs[2] = {{0, 5, false, win, NULL}, {5, 2, true, win + (K - 1) * C, NULL}};
+    jev_cpu_ops.gdn_conv(g_be, mixed, taps, C, K, runs, 2, u);
+    float *want = malloc((size_t)rows * (size_t)C * sizeof(float));
+    float want_win[2 * 3 * 300];
+    for (int r = 0; r < 2; r++) {
+        int32_t row0 = r == 0 ? 0 : 5, n = r == 0 ? 5 : 2;
+        const float *w0 = win0 + r * (K - 1) * C;
+        for (int32_t c = 0; c < C; c++) {
+            /* the full input stream: window rows then the run's rows */
+            double in[16];
+            for (int32_t k = 0; k < K - 1; k++)
+                in[k] = w0[k * C + c];
+            for (int32_t t = 0; t < n; t++)
+                in[K - 1 + t] = mixed[(row0 + t) * C + c];
+            for (int32_t t = 0; t < n; t++) {
+                double acc = 0;
+                for (int32_t k = 0; k < K; k++)
+                    acc += (double)taps[c * K + k] * in[t + k];
+                want[(row0 + t) * C + c] = (float)(acc / (1.0 + exp(-acc)));
+            }
+            for (int32_t k = 0; k < K - 1; k++)
+                want_win[(r * (K - 1) + k) * C + c] = (float)in[n + k];
+        }
+    }
+    check("gdn_conv out (fast vs formula)", want, u, rows * C, 1e-12);
+    if (memcmp(want_win, win, sizeof want_win) != 0)
+        fail_msg("gdn_conv: the updated window is not the last K-1 inputs");
+    /* the scalar reference on the same input: same outputs, same window */
+    float *u2 = malloc((size_t)rows * (size_t)C * sizeof(float));
+    memcpy(win, win0, 2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
+    jev_cpu_gdn_conv(g_be, mixed, taps, C, K, runs, 2, u2);
+    check("gdn_conv out (reference vs fast)", u2, u, rows * C, NMSE_F32);
+    if (memcmp(want_win, win, sizeof want_win) != 0)
+        fail_msg("gdn_conv reference: the updated window is not the last K-1 inputs");
+    free(u2);
+    free(mixed);
+    free(taps);
+    free(u);
+    free(win);
+    free(win0);
+    free(want);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gdn_rule),
+        cmocka_unit_test(test_pointwise_ops),
+        cmocka_unit_test(test_gdn_conv),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
