@@ -393,8 +393,13 @@ def run_peer(args):
     tokenizer = None
     tok_path = args.tokenizer or os.path.join(args.model_dir, "tokenizer.json")
     if os.path.exists(tok_path):
-        from tokenizers import Tokenizer
-        tokenizer = Tokenizer.from_file(tok_path)
+        try:
+            from tokenizers import Tokenizer
+            tokenizer = Tokenizer.from_file(tok_path)
+        except ImportError:
+            log("tokenizers is not installed: generate_json outputs stay undecoded (recorded invalid, ids kept)")
+    else:
+        log(f"{tok_path}: no tokenizer: generate_json outputs stay undecoded (recorded invalid, ids kept)")
     meter = Meter(torch, model, device, not args.no_phases)
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     vocab = model.config.get_text_config().vocab_size
