@@ -11,7 +11,8 @@ What it is not: a test of torch or transformers code (none is importable where t
 `transformers.py --check-layouts` covers the torch side of the MLX loader, and
 `--compare-with` the model itself.
 
-Constraints: standard library only; writes only under a temporary folder it removes.
+Constraints: standard library only; writes only under a temporary folder it removes (in
+$JEV_TEST_DIR when set), plus the record to $PEER_SELFTEST_RECORD when that is set.
 """
 
 import copy
@@ -45,7 +46,10 @@ def run():
             return
         failures.append(f"{what}: no error")
 
-    tmp = tempfile.mkdtemp(prefix="peer-selftest-")
+    base = os.environ.get("JEV_TEST_DIR") or None  # the test suite's scratch folder, when run by it
+    if base:
+        os.makedirs(base, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="peer-selftest-", dir=base)
     # -- a small dump: grid 1x4x4 -> 16 patches, 4 image tokens, patch_dim 8
     img, vs, ve = 900, 901, 902
     prefix = [1, 2, vs] + [img] * 4 + [ve, 3]
@@ -249,6 +253,9 @@ def run():
     # -- write it and let jev's own validator read it, when a build is here
     path = os.path.join(tmp, "peer.json")
     write_json_atomic(path, rec)
+    keep = os.environ.get("PEER_SELFTEST_RECORD")  # tests/test-peer.c loads it with jev's loader
+    if keep:
+        write_json_atomic(keep, rec)
     with open(path, "r", encoding="utf-8") as f:
         check(json.load(f) == rec, "record: round trip through the file")
     here = os.path.dirname(os.path.abspath(__file__))

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 
+sys.dont_write_bytecode = True  # no __pycache__ beside the sources (the repository does not ignore it)
 _HERE = os.path.dirname(os.path.abspath(__file__))
 # with this folder first on sys.path, `import transformers` would import this very file
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE] + [_HERE]
