@@ -301,7 +301,16 @@ def load_model(torch, tf, model_dir, layout, device, dtype):
             cfg._attn_implementation = "sdpa"
         except (AttributeError, ValueError):
             pass  # the default is sdpa where torch has it; the record says what was used
-        model = cls(cfg)  # random init, overwritten below
+        # The files' config says "dtype": "bfloat16" (as the official one does), and a model
+        # built from a config takes that dtype: force f32 on the config and its parts, or the
+        # dequantized weights would be rounded to bf16 on load_state_dict.
+        for c in (cfg, getattr(cfg, "text_config", None), getattr(cfg, "vision_config", None)):
+            if c is not None:
+                c.dtype = torch.float32
+        model = cls(cfg).to(torch.float32)  # random init, overwritten below
+        not_f32 = [n for n, p in model.named_parameters() if p.dtype != torch.float32]
+        if not_f32:
+            raise PeerError(f"{model_dir}: the model was built with non-f32 parameters, e.g. {not_f32[:3]}")
         target = model.state_dict()
         sd, tied, notes, quantized = mlx_state_dict(torch, model_dir, raw, target)
         # without an lm_head in the files the head is the embedding (mlx-vlm drops a tied head);
