@@ -8,56 +8,20 @@
  * runs one warm-up forward and R timed forwards of the tower (CPU backend),
  * and prints the median and every sample in ms, the achieved GFLOP/s
  * (jev_vision_flops: multiply-add = 2) and, measured in the same run, the
- * machine's f32 peak: an AVX2 FMA loop on every thread (12 independent
- * accumulators per thread, enough to cover the FMA latency on two ports).
+ * machine's f32 peak (src/bench/peak.c: an AVX2 FMA loop on every thread).
  */
-#include <immintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"         // defines: jev_cpu_ops, jev_cpu_backend_new
-#include "base/pool.h"               // defines: jev_pool_init, jev_pool_run
+#include "base/pool.h"               // defines: jev_pool_init
+#include "bench/peak.h"              // defines: jev_peak_f32
 #include "base/timing.h"             // defines: jev_now_ms
 #include "io/image.h"                // defines: jev_image_load
 #include "model/model.h"             // defines: jev_model_open
 #include "model/vision-preprocess.h" // defines: jev_vision_preprocess
 #include "model/vision.h"            // defines: jev_vision_forward
-
-/* ---- f32 peak ---- */
-
-#define PEAK_ITERS 20000000L
-
-static float peak_sink[256];
-
-static void peak_task(void *arg, int64_t i, int thread) {
-    (void)arg;
-    __m256 a[12], m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    for (int k = 0; k < 12; k++)
-        a[k] = _mm256_set1_ps((float)(k + thread));
-    for (long it = 0; it < PEAK_ITERS / 12; it++) {
-        for (int k = 0; k < 12; k++)
-            a[k] = _mm256_fmadd_ps(a[k], m, c);
-        /* keep every chain live and unfolded: the compiler must assume the registers changed */
-        __asm__ volatile("" : "+x"(a[0]), "+x"(a[1]), "+x"(a[2]), "+x"(a[3]), "+x"(a[4]), "+x"(a[5]));
-        __asm__ volatile("" : "+x"(a[6]), "+x"(a[7]), "+x"(a[8]), "+x"(a[9]), "+x"(a[10]), "+x"(a[11]));
-    }
-    __m256 s = a[0];
-    for (int k = 1; k < 12; k++)
-        s = _mm256_add_ps(s, a[k]);
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    peak_sink[i & 255] = out[0];
-}
-
-/* GFLOP/s of n_threads FMA loops in parallel */
-static double peak_gflops(struct jev_pool *pool) {
-    int n = jev_pool_size(pool);
-    double t0 = jev_now_ms();
-    jev_pool_run(pool, n, peak_task, NULL);
-    double ms = jev_now_ms() - t0;
-    return (double)n * (double)(PEAK_ITERS / 12 * 12) * 16.0 / (ms * 1e6);
-}
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -130,7 +94,7 @@ int main(int argc, char **argv) {
     qsort(sorted, (size_t)repeats, sizeof(double), cmp_double);
     double med = sorted[repeats / 2];
     double flops = jev_vision_flops(c, in.size.n_patches);
-    double peak = peak_gflops(pool);
+    double peak = jev_peak_f32(pool, 1.0).gflops;
     printf("vision: %s, %dx%d -> %dx%d, grid %dx%d, %d patches, %d tokens, depth %d, hidden %d, threads %d\n",
            argv[2], img.width, img.height, in.size.width, in.size.height, in.size.grid_h, in.size.grid_w,
            in.size.n_patches, in.size.n_tokens, c->depth, c->hidden, jev_pool_size(pool));

@@ -9,9 +9,10 @@
  * - attention and the delta rule: cpu-lm-fast.c against cpu-lm.c's scalar
  *   forms, several runs with K/V spans of uneven sizes, GQA, grouped value
  *   heads, chunked and recurrent runs, outputs and updated states.
- * - the ops that have one implementation (copy, q/gate split, rope, sigmoid
- *   gate, conv, gates, gated RMSNorm): against the formula evaluated here in
- *   double precision.
+ * - the causal conv: fast and reference against each other and against the
+ *   formula in double; the ops that have one implementation (copy, q/gate
+ *   split, rope, sigmoid gate, gates, gated RMSNorm): against the formula
+ *   evaluated here in double precision.
  *
  * Data are deterministic: 0.1 + 2*cos(i) (scaled per use). The measure is
  * NMSE = sum((a-b)^2) / sum(a^2). Limits: 1e-7 for f32 paths. Quantized
@@ -413,9 +414,17 @@ static void test_gdn_conv(void **state) {
                 want_win[(r * (K - 1) + k) * C + c] = (float)in[n + k];
         }
     }
-    check("gdn_conv out", want, u, rows * C, 1e-12);
+    check("gdn_conv out (fast vs formula)", want, u, rows * C, 1e-12);
     if (memcmp(want_win, win, sizeof want_win) != 0)
         fail_msg("gdn_conv: the updated window is not the last K-1 inputs");
+    /* the scalar reference on the same input: same outputs, same window */
+    float *u2 = malloc((size_t)rows * (size_t)C * sizeof(float));
+    memcpy(win, win0, 2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
+    jev_cpu_gdn_conv(g_be, mixed, taps, C, K, runs, 2, u2);
+    check("gdn_conv out (reference vs fast)", u2, u, rows * C, NMSE_F32);
+    if (memcmp(want_win, win, sizeof want_win) != 0)
+        fail_msg("gdn_conv reference: the updated window is not the last K-1 inputs");
+    free(u2);
     free(mixed);
     free(taps);
     free(u);

@@ -18,8 +18,11 @@
  *               for bit; the formula image's embeddings and per-stage
  *               slices, and the dog's, within max|a-b|/max|b| <= 1e-4.
  *   mm:         jev_mrope_positions = get_rope_index (positions, rope_delta)
- *               for the goldens' multimodal prompts. (The logits of those
- *               prompts are in the goldens for the LM test to read.)
+ *               for the goldens' multimodal prompts; then the whole
+ *               multimodal forward of the tiny model (vision tower ->
+ *               image embeddings at the pad tokens -> language model with
+ *               the M-RoPE positions): logits at the goldens' positions,
+ *               top-5 identical, max|a-b|/max|b| <= 1e-4 on the slices.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -38,7 +41,10 @@
 #include "base/pool.h"               // defines: jev_pool_init
 #include "base/sha256.h"             // defines: jev_sha256_hex
 #include "io/image.h"                // defines: jev_image_load
+#include "model/engine.h"            // defines: struct jev_engine
+#include "model/lm.h"                // defines: jev_lm_forward
 #include "model/model.h"             // defines: jev_model_weights_sha256
+#include "model/state.h"             // defines: jev_seq_new
 #include "model/mrope.h"             // defines: jev_mrope_positions
 #include "model/vision-preprocess.h" // defines: jev_vision_preprocess
 #include "model/vision.h"            // defines: jev_vision_forward
@@ -385,6 +391,149 @@ static void test_mrope_matches_get_rope_index(void **state) {
     json_decref(g);
 }
 
+/* ---- the multimodal forward ---- */
+
+static void check_mm_logits(const char *layout) {
+    char name[64];
+    snprintf(name, sizeof name, "vision-mm-%s.json", layout);
+    json_t *g = golden(name), *cases = need(g, "cases");
+    struct jev_model *m = vref_open_tiny(layout);
+    struct jev_error err = {0};
+    struct jev_engine_params ep = {.max_tokens = 1024, .max_batch = 4, .prefill_chunk = 512};
+    struct jev_engine *e = NULL;
+    if (jev_engine_init(m, &ep, &e) != JEV_OK)
+        fail_msg("engine: %s", jev_engine_last_error(e));
+    const struct jev_config *cfg = &m->config;
+    const int32_t D = cfg->text.hidden, V = m->weights.text.lm_head.rows, pad = (int32_t)num(g, "image_token_id");
+    struct jev_vision v;
+    assert_int_equal(jev_vision_init(&v, &cfg->vision, &m->weights.vision, e->ops, e->be, 1824, &err), JEV_OK);
+    struct jev_preprocess_config pc;
+    assert_int_equal(jev_preprocess_config_load("configs/preprocessor_config.json", &pc, &err), JEV_OK);
+    const char *cname;
+    json_t *cs;
+    json_object_foreach(cases, cname, cs) {
+        /* the image: the formula image unresized, or the dog through this engine's preprocessing */
+        struct jev_vision_input in = {0};
+        uint8_t *rgb = NULL;
+        float *pix;
+        int32_t gh, gw;
+        if (strcmp(cname, "formula") == 0) {
+            rgb = malloc(96 * 128 * 3);
+            formula_rgb(rgb, 96, 128);
+            pix = malloc((size_t)48 * (size_t)cfg->vision.patch_dim * sizeof(float));
+            jev_vision_patchify(&pc, rgb, 96, 128, pix);
+            gh = 6;
+            gw = 8;
+        } else {
+            struct jev_image img;
+            struct jev_preprocess_params pp = {.bound = 768, .max_patches = 0};
+            assert_int_equal(jev_image_load("assets/dog.jpg", NULL, &img, &err), JEV_OK);
+            assert_int_equal(jev_vision_preprocess(&pc, &img, &pp, e->pool, &in, &err), JEV_OK);
+            jev_image_free(&img);
+            pix = in.pixels;
+            gh = in.size.grid_h;
+            gw = in.size.grid_w;
+        }
+        json_t *grid = need(cs, "grid");
+        assert_int_equal(gh, json_integer_value(json_array_get(grid, 1)));
+        assert_int_equal(gw, json_integer_value(json_array_get(grid, 2)));
+        int32_t n_img = gh * gw / 4;
+        float *emb = malloc((size_t)n_img * (size_t)D * sizeof(float));
+        assert_int_equal(jev_vision_forward(&v, pix, gh, gw, emb, &err), JEV_OK);
+
+        /* the prompt: ids, M-RoPE positions per token, image rows at the pads (in order) */
+        json_t *ids = need(cs, "ids");
+        int32_t T = (int32_t)json_array_size(ids), k = 0, delta = 0;
+        int32_t *tok = malloc((size_t)T * sizeof *tok), *pos = malloc((size_t)T * 3 * sizeof *pos);
+        const float **rows = calloc((size_t)T, sizeof *rows);
+        for (int32_t i = 0; i < T; i++) {
+            tok[i] = (int32_t)json_integer_value(json_array_get(ids, (size_t)i));
+            if (tok[i] == pad)
+                rows[i] = emb + (size_t)(k++) * (size_t)D;
+        }
+        assert_int_equal(k, n_img);
+        struct jev_mrope_image im = {gh, gw};
+        assert_int_equal(jev_mrope_positions_t3(tok, T, pad, &im, 1, cfg->vision.merge, pos, &delta, &err), JEV_OK);
+        assert_int_equal(delta, (int32_t)num(cs, "rope_delta"));
+        json_t *want = need(cs, "logits");
+        int32_t out[16], n_out = 0;
+        const char *key;
+        json_t *val;
+        json_object_foreach(want, key, val) {
+            out[n_out++] = atoi(key);
+        }
+        for (int32_t a = 1; a < n_out; a++) /* strictly increasing rows */
+            for (int32_t b = a; b > 0 && out[b - 1] > out[b]; b--) {
+                int32_t t = out[b];
+                out[b] = out[b - 1];
+                out[b - 1] = t;
+            }
+        float *logits = malloc((size_t)n_out * (size_t)V * sizeof(float));
+        struct jev_seq *seq;
+        assert_int_equal(jev_seq_new(&e->state, &seq, &err), JEV_OK);
+        struct jev_lm_batch b = {.n_tokens = T, .ids = tok, .pos = pos, .embd_rows = rows, .n_runs = 1,
+                                 .seqs = &seq, .seq_len = &T, .n_out = n_out, .out_idx = out, .logits = logits};
+        if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
+            fail_msg("%s %s: %s", layout, cname, err.msg);
+        double worst = 0;
+        for (int32_t i = 0; i < n_out; i++) {
+            char q[16];
+            snprintf(q, sizeof q, "%d", out[i]);
+            json_t *w = need(want, q), *top = need(w, "top10_ids");
+            const float *l = logits + (size_t)i * (size_t)V;
+            for (int r = 0; r < 5; r++) { /* top-5 identical: the largest logits, in order */
+                int32_t best = -1;
+                for (int32_t t = 0; t < V; t++) {
+                    bool taken = false;
+                    for (int s2 = 0; s2 < r; s2++)
+                        taken |= json_integer_value(json_array_get(top, (size_t)s2)) == t;
+                    if (!taken && (best < 0 || l[t] > l[best]))
+                        best = t;
+                }
+                if (best != json_integer_value(json_array_get(top, (size_t)r)))
+                    fail_msg("%s %s row %d: top-%d is %d, transformers %lld", layout, cname, out[i], r + 1, best,
+                             (long long)json_integer_value(json_array_get(top, (size_t)r)));
+            }
+            worst = fmax(worst, rel_err(l, need(w, "slice0_16"), 16));
+            float tv[10];
+            for (int r = 0; r < 10; r++)
+                tv[r] = l[json_integer_value(json_array_get(top, (size_t)r))];
+            worst = fmax(worst, rel_err(tv, need(w, "top10"), 10));
+            double s = 0;
+            for (int32_t t = 0; t < V; t++)
+                s += (double)l[t];
+            assert_true(fabs(s - num(w, "sum")) <= 1e-4 * (fabs(num(w, "sum")) + sqrt(num(w, "sum_sq"))));
+        }
+        print_message("%s %s (%d tokens, %d image): logits relative error %.3g\n", layout, cname, T, n_img, worst);
+        assert_true(worst <= 1e-4);
+        jev_seq_free(seq);
+        free(logits);
+        free(rows);
+        free(pos);
+        free(tok);
+        free(emb);
+        if (rgb) {
+            free(rgb);
+            free(pix);
+        }
+        jev_vision_input_free(&in);
+    }
+    jev_vision_free(&v);
+    jev_engine_free(e);
+    jev_model_free(m);
+    json_decref(g);
+}
+
+static void test_mm_logits_hf(void **state) {
+    (void)state;
+    check_mm_logits("hf");
+}
+
+static void test_mm_logits_mlx4(void **state) {
+    (void)state;
+    check_mm_logits("mlx4");
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decode_matches_pil),
@@ -392,6 +541,8 @@ int main(void) {
         cmocka_unit_test(test_tower_hf),
         cmocka_unit_test(test_tower_mlx4),
         cmocka_unit_test(test_mrope_matches_get_rope_index),
+        cmocka_unit_test(test_mm_logits_hf),
+        cmocka_unit_test(test_mm_logits_mlx4),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

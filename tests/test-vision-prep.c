@@ -374,6 +374,11 @@ static void test_mrope_text_two_images_and_errors(void **state) {
     for (int i = 0; i < 8; i++)
         assert_true(pos2[i] == t[i] && pos2[8 + i] == h[i] && pos2[16 + i] == w[i]);
     assert_int_equal(delta, 0);
+    int32_t t3[24], d3 = 1; /* the per-token layout holds the same numbers */
+    assert_int_equal(jev_mrope_positions_t3(ids2, 8, 9, g, 2, 2, t3, &d3, &err), JEV_OK);
+    for (int i = 0; i < 8; i++)
+        assert_true(t3[i * 3] == t[i] && t3[i * 3 + 1] == h[i] && t3[i * 3 + 2] == w[i]);
+    assert_int_equal(d3, 0);
     assert_int_equal(jev_mrope_positions(ids2, 8, 9, g, 1, 2, pos2, &delta, &err), JEV_ERR_INVALID_ARG);
     assert_string_equal(err.msg, "mrope: image-pad run 1 (tokens 4..6) has no image (1 given)");
     jev_error_clear(&err);

@@ -2,7 +2,9 @@
  * jev.c - the command-line front end: dispatches to tools/cmd-*.c.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h" // defines: cmd_*
 #include "jev.h"      // defines: jev_version
@@ -26,6 +28,30 @@ static const struct command commands[] = {
     {"serve", cmd_serve, "serve /v1/systemone and /v1/decisions over HTTP"},
 };
 
+/* OpenBLAS (Debian 12 ships 0.3.21, DYNAMIC_ARCH) picks its kernels from CPUID when it is
+ * loaded, and on CPUs it does not know it falls back to "Prescott" (SSE3): on the GPU
+ * machine's Xeon VM that made every sgemm 5-10x slower. OPENBLAS_CORETYPE is only read at
+ * load time, so when it is unset, the CPU has AVX2 + FMA and OpenBLAS chose a pre-AVX2
+ * kernel set, the CLI sets it (Haswell, or SkylakeX with AVX-512) and re-executes itself
+ * once. The library itself never does this; embedders set the variable themselves. */
+char *openblas_get_corename(void);
+
+static void openblas_core_fixup(char **argv) {
+    static const char *weak[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Sandybridge"};
+    if (getenv("OPENBLAS_CORETYPE") || !__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+        return;
+    const char *core = openblas_get_corename();
+    int is_weak = 0;
+    for (size_t i = 0; core && i < sizeof weak / sizeof weak[0]; i++)
+        is_weak |= strcmp(core, weak[i]) == 0;
+    if (!is_weak)
+        return;
+    int avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+    setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1);
+    execv("/proc/self/exe", argv); /* returns only on failure: carry on with the slow kernels */
+}
+
 static void usage(FILE *f) {
     fprintf(f, "jev %s - typed decisions with a local vision-language model\n\nusage: jev COMMAND [options]\n\n",
             jev_version());
@@ -35,6 +61,7 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    openblas_core_fixup(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

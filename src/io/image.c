@@ -327,8 +327,8 @@ static enum jev_status decode_png(const uint8_t *data, size_t size, const char *
                     o[0] = plte.entries[i].red;
                     o[1] = plte.entries[i].green;
                     o[2] = plte.entries[i].blue;
-                } else { /* PIL's unused palette slots hold the grey ramp (i, i, i) */
-                    o[0] = o[1] = o[2] = (uint8_t)i;
+                } else { /* past the palette: black, as Pillow 12 (the reference) shows it */
+                    o[0] = o[1] = o[2] = 0;
                 }
             } else if (channels <= 2) { /* grey, grey + alpha: alpha dropped */
                 o[0] = o[1] = o[2] = png_to8(png_sample(row, k, depth), depth, grey_alone);

@@ -14,8 +14,8 @@
  *   - RGB/RGBA/grey+alpha 16-bit: the high byte of each sample;
  *   - alpha (RGBA, LA, tRNS): dropped, NOT composited (transformers'
  *     convert_to_rgb is a plain PIL convert("RGB"));
- *   - palette: the PLTE colour; an index beyond the palette gives (i, i, i),
- *     the grey ramp PIL initialises unused palette slots with.
+ *   - palette: the PLTE colour; an index beyond the palette gives black
+ *     (Pillow 12, the reference environment; Pillow 9 showed a grey ramp).
  * EXIF orientation is applied only when asked (PIL.ImageOps.exif_transpose,
  * which transformers' load_image runs but the processor given a PIL image
  * does not; the benchmark feeds a PIL image, so the default is off).

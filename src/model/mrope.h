@@ -38,7 +38,13 @@ enum jev_status jev_mrope_positions(const int32_t *ids, int32_t n, int32_t image
                                     const struct jev_mrope_image *images, int32_t n_images, int32_t merge,
                                     int32_t *pos, int32_t *rope_delta, struct jev_error *err);
 
-/* Text after a prefill (decode, suffixes): token i of n at cache index start+i gets start + i + delta. */
+/* The same with the per-token layout pos [n][3] (t, h, w per token), the one jev_lm_batch.pos takes. */
+enum jev_status jev_mrope_positions_t3(const int32_t *ids, int32_t n, int32_t image_pad,
+                                       const struct jev_mrope_image *images, int32_t n_images, int32_t merge,
+                                       int32_t *pos, int32_t *rope_delta, struct jev_error *err);
+
+/* Text after a prefill (decode, suffixes): token i of n at cache index start+i gets start + i + delta;
+ * pos [3][n] (jev_lm_text_positions fills the [n][3] layout from a sequence). */
 void jev_mrope_text_positions(int32_t start, int32_t n, int32_t rope_delta, int32_t *pos);
 
 #endif

@@ -20,6 +20,10 @@
  * Delta rule, recurrent (one token): two passes over each head's state
  * (decay + read, then write + output), 8 lanes of dv at a time.
  * Both need dk and dv to be multiples of 8; other shapes use the reference.
+ *
+ * Conv: per (run, block of 256 channels) the taps are transposed to
+ * [K][256] so that 8 channels advance together; SiLU uses the same expf as
+ * the reference.
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
 
@@ -129,6 +133,75 @@ void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape 
         task0[r + 1] = task0[r] + (int64_t)runs[r].n * s->n_kv_heads;
     struct attn_job j = {s, q, runs, task0, o, be};
     jev_pool_run(be->pool, task0[n_runs], attn_task, &j);
+}
+
+/* ---- causal conv ---- */
+
+#define CONV_BLOCK 256
+
+struct conv_job {
+    const float *mixed;
+    const float *taps;
+    int32_t conv_dim, kernel;
+    const struct jev_gdn_run *runs;
+    int32_t blocks;
+    float *u;
+    struct jev_backend *be;
+};
+
+JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
+    struct conv_job *j = arg;
+    const struct jev_gdn_run *run = &j->runs[task / j->blocks];
+    int32_t c0 = (int32_t)(task % j->blocks) * CONV_BLOCK;
+    int32_t nc = j->conv_dim - c0 < CONV_BLOCK ? j->conv_dim - c0 : CONV_BLOCK;
+    int32_t K = j->kernel, C = j->conv_dim;
+    float *tt = jev_cpu_scratch(j->be, thread); /* [K][CONV_BLOCK] transposed taps */
+    for (int32_t c = 0; c < nc; c++)
+        for (int32_t k = 0; k < K; k++)
+            tt[k * CONV_BLOCK + c] = j->taps[(int64_t)(c0 + c) * K + k];
+    for (int32_t t = 0; t < run->n; t++) {
+        float *out = j->u + (run->row0 + t) * C + c0;
+        int32_t c = 0;
+        for (; c + 8 <= nc; c += 8) {
+            __m256 acc = _mm256_setzero_ps();
+            for (int32_t k = 0; k < K; k++) {
+                int32_t src = t - (K - 1) + k; /* < 0: from the window */
+                const float *x = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 + c
+                                          : run->conv + (int64_t)(K - 1 + src) * C + c0 + c;
+                acc = _mm256_fmadd_ps(_mm256_loadu_ps(tt + k * CONV_BLOCK + c), _mm256_loadu_ps(x), acc);
+            }
+            _mm256_storeu_ps(out + c, acc);
+        }
+        for (; c < nc; c++) {
+            float acc = 0.0f;
+            for (int32_t k = 0; k < K; k++) {
+                int32_t src = t - (K - 1) + k;
+                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c0 + c] : run->conv[(K - 1 + src) * C + c0 + c];
+                acc += tt[k * CONV_BLOCK + c] * x;
+            }
+            out[c] = acc;
+        }
+        for (c = 0; c < nc; c++)
+            out[c] = out[c] / (1.0f + expf(-out[c])); /* SiLU */
+    }
+    /* the new window: the last K-1 inputs (old window rows n+w > w are read before being overwritten) */
+    for (int32_t w = 0; w < K - 1; w++) {
+        int32_t src = run->n - (K - 1) + w;
+        float *dst = run->conv + (int64_t)w * C + c0;
+        const float *from = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : run->conv + (int64_t)(K - 1 + src) * C + c0;
+        memmove(dst, from, (size_t)nc * sizeof(float));
+    }
+}
+
+void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                           int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
+    if (!jev_cpu_has_avx2() || (int64_t)kernel * CONV_BLOCK > JEV_CPU_SCRATCH_FLOATS) {
+        jev_cpu_gdn_conv(be, mixed, taps, conv_dim, kernel, runs, n_runs, u);
+        return;
+    }
+    int32_t blocks = (conv_dim + CONV_BLOCK - 1) / CONV_BLOCK;
+    struct conv_job j = {mixed, taps, conv_dim, kernel, runs, blocks, u, be};
+    jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
 }
 
 /* ---- delta rule ---- */

@@ -9,8 +9,11 @@
  * chunks of 128 with an online softmax (running max and sum, as torch's CPU
  * flash attention does), the q.k^T and p.v products as 4x16 register tiles
  * with AVX2 FMA, and a vectorised exp (Cephes polynomial, within 2 ulp of
- * expf); on a CPU without AVX2 the same blocking runs scalar kernels. It fits
- * the per-thread scratch for any number of patches and never allocates.
+ * expf); on a CPU without AVX2 the same blocking runs scalar kernels. From
+ * 256 rows on, the two products are single-threaded OpenBLAS sgemm calls per
+ * task instead (64 queries against key chunks of up to 2048), straight from
+ * the qkv rows. Every form fits the per-thread scratch for any number of
+ * patches and never allocates.
  * tests/test-vision.c checks both kernel sets against the reference (NMSE).
  *
  * Rotary and the position add are cheap (n * D work) and stay scalar, in
@@ -22,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cblas.h>
 #include <immintrin.h>
 
 /* The AVX2 kernels carry this attribute, so the file builds with any -march (the sanitizer and fuzz builds
@@ -150,9 +154,9 @@ static void qk_scalar(const float *Q, const float *KT, int32_t hd, float scale, 
         }
 }
 
-static void softmax_scalar(float *S, int64_t nq, int64_t nk, float *m, float *l, float *O, int32_t hd) {
+static void softmax_scalar(float *S, int64_t ld, int64_t nq, int64_t nk, float *m, float *l, float *O, int32_t hd) {
     for (int64_t i = 0; i < nq; i++) {
-        float *s = S + i * ATT_BK, mc = -INFINITY;
+        float *s = S + i * ld, mc = -INFINITY;
         for (int64_t c = 0; c < nk; c++)
             mc = s[c] > mc ? s[c] : mc;
         float mn = m[i] > mc ? m[i] : mc, alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn), sum = 0.0f;
@@ -161,7 +165,7 @@ static void softmax_scalar(float *S, int64_t nq, int64_t nk, float *m, float *l,
             s[c] = expf(s[c] - mn);
             sum += s[c];
         }
-        for (; c < ATT_BK; c++)
+        for (; c < ld; c++)
             s[c] = 0.0f;
         l[i] = l[i] * alpha + sum;
         m[i] = mn;
@@ -248,9 +252,10 @@ VISION_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, flo
     }
 }
 
-VISION_AVX2 static void softmax_avx2(float *S, int64_t nq, int64_t nk, float *m, float *l, float *O, int32_t hd) {
+VISION_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t nk, float *m, float *l, float *O,
+                                     int32_t hd) {
     for (int64_t i = 0; i < nq; i++) {
-        float *s = S + i * ATT_BK, mc = -INFINITY;
+        float *s = S + i * ld, mc = -INFINITY;
         int64_t c = 0;
         __m256 mv = _mm256_set1_ps(-INFINITY);
         for (; c + 8 <= nk; c += 8)
@@ -270,7 +275,7 @@ VISION_AVX2 static void softmax_avx2(float *S, int64_t nq, int64_t nk, float *m,
             s[c] = expf(s[c] - mn);
             sum += s[c];
         }
-        for (; c < ATT_BK; c++) /* padded keys weigh nothing */
+        for (; c < ld; c++) /* padded keys weigh nothing */
             s[c] = 0.0f;
         l[i] = l[i] * alpha + sum;
         m[i] = mn;
@@ -352,10 +357,10 @@ static void att_task(void *arg, int64_t task, int thread) {
         const float *V = j->qkv + k0 * stride + 2 * dim + (int64_t)h * hd;
         if (j->avx2) {
             qk_avx2(Q, KT, hd, j->scale, S);
-            softmax_avx2(S, nq, nk, m, l, O, hd);
+            softmax_avx2(S, ATT_BK, nq, nk, m, l, O, hd);
         } else {
             qk_scalar(Q, KT, hd, j->scale, S);
-            softmax_scalar(S, nq, nk, m, l, O, hd);
+            softmax_scalar(S, ATT_BK, nq, nk, m, l, O, hd);
         }
         for (int64_t i = nq; i < ATT_BQ; i++) /* padded queries: no weight */
             memset(S + i * ATT_BK, 0, ATT_BK * sizeof(float));
@@ -363,6 +368,52 @@ static void att_task(void *arg, int64_t task, int thread) {
             pv_avx2(S, V, stride, nq, nk, hd, O);
         else
             pv_scalar(S, V, stride, nq, nk, hd, O);
+    }
+    for (int64_t i = 0; i < nq; i++) {
+        float *dst = j->out + (q0 + i) * dim + (int64_t)h * hd;
+        for (int32_t d = 0; d < hd; d++)
+            dst[d] = O[i * hd + d] / l[i];
+    }
+}
+
+/* The BLAS form of a task, for long sequences: ATT_BQ_BLAS queries against key chunks of up to `bk`, both
+ * products as single-threaded sgemm straight from the qkv rows (lda = ldb = 3*dim), the online softmax
+ * between them. Scratch: S [BQ][bk] | O [BQ][hd] | m [BQ] | l [BQ]. */
+#define ATT_BQ_BLAS 64
+#define ATT_BLAS_MIN_N 256 /* below this the register-tile kernels win */
+
+static void att_task_blas(void *arg, int64_t task, int thread) {
+    const struct att_job *j = arg;
+    const int32_t hd = j->hd, h = (int32_t)(task / j->qblocks);
+    const int64_t dim = (int64_t)j->heads * hd, stride = 3 * dim;
+    const int64_t q0 = (task % j->qblocks) * ATT_BQ_BLAS;
+    const int64_t nq = j->n - q0 < ATT_BQ_BLAS ? j->n - q0 : ATT_BQ_BLAS;
+    /* the key chunk: as long as the scratch allows, a multiple of 16, at most 2048 */
+    int64_t bk = (JEV_CPU_SCRATCH_FLOATS - (int64_t)ATT_BQ_BLAS * (hd + 2)) / ATT_BQ_BLAS / 16 * 16;
+    if (bk > 2048)
+        bk = 2048;
+    float *S = jev_cpu_scratch(j->be, thread), *O = S + ATT_BQ_BLAS * bk, *m = O + ATT_BQ_BLAS * hd,
+          *l = m + ATT_BQ_BLAS;
+    for (int64_t i = 0; i < nq; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+    }
+    memset(O, 0, (size_t)nq * (size_t)hd * sizeof(float));
+    const float *Q = j->qkv + q0 * stride + (int64_t)h * hd;
+    for (int64_t k0 = 0; k0 < j->n; k0 += bk) {
+        const int64_t nk = j->n - k0 < bk ? j->n - k0 : bk;
+        const float *K = j->qkv + k0 * stride + dim + (int64_t)h * hd;
+        const float *V = j->qkv + k0 * stride + 2 * dim + (int64_t)h * hd;
+        /* S = scale * Q K^T */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nq, (int)nk, hd, j->scale, Q, (int)stride, K,
+                    (int)stride, 0.0f, S, (int)bk);
+        if (j->avx2)
+            softmax_avx2(S, bk, nq, nk, m, l, O, hd);
+        else
+            softmax_scalar(S, bk, nq, nk, m, l, O, hd);
+        /* O += P V (O was rescaled by alpha in the softmax) */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)nq, hd, (int)nk, 1.0f, S, (int)bk, V, (int)stride,
+                    1.0f, O, hd);
     }
     for (int64_t i = 0; i < nq; i++) {
         float *dst = j->out + (q0 + i) * dim + (int64_t)h * hd;
@@ -381,6 +432,12 @@ void jev_cpu_vision_attention_blocked(struct jev_backend *be, const float *qkv, 
     if (n <= 0)
         return;
     bool avx2 = !force_scalar && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (!force_scalar && n >= ATT_BLAS_MIN_N &&
+        (int64_t)ATT_BQ_BLAS * (head_dim + 2) + (int64_t)ATT_BQ_BLAS * 128 <= JEV_CPU_SCRATCH_FLOATS) {
+        struct att_job j = {be, qkv, n, n_heads, head_dim, scale, out, (n + ATT_BQ_BLAS - 1) / ATT_BQ_BLAS, avx2};
+        jev_pool_run(be->pool, (int64_t)n_heads * j.qblocks, att_task_blas, &j);
+        return;
+    }
     struct att_job j = {be, qkv, n, n_heads, head_dim, scale, out, (n + ATT_BQ - 1) / ATT_BQ, avx2};
     jev_pool_run(be->pool, (int64_t)n_heads * j.qblocks, att_task, &j);
 }

@@ -29,9 +29,8 @@ struct jev_backend {
  */
 #define JEV_AVX2 __attribute__((target("avx2,fma,f16c")))
 
-static inline bool jev_cpu_has_avx2(void) {
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-}
+/* F16C is not asked separately: every AVX2 CPU has it (and clang's builtin does not know the name). */
+static inline bool jev_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
 static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
@@ -83,11 +82,13 @@ void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, con
                       const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
 void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
                            int32_t d, float eps, float *y);
-/* cpu-lm-fast.c: the table's attention and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
+/* cpu-lm-fast.c: the table's attention, conv and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o);
 void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
+                           int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
 /* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
 int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
 
