@@ -86,6 +86,7 @@ JEV_AVX2 static inline __m256 q8x8(const uint32_t *word) {
 /* Which fused kernel fits a matrix. */
 enum kind { K_F32, K_BF16, K_F16, K_Q4, K_Q8, K_GENERIC };
 
+/* The fused kernels need 8-aligned columns and groups; everything else goes the generic way. */
 JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     if (w->cols % 8 != 0)
         return K_GENERIC;
@@ -336,6 +337,7 @@ struct mm_job {
 static int64_t row_id(const struct mm_job *j, int64_t r) { return j->row_ids ? j->row_ids[r] : r; }
 
 /* Rows [r0, r0 + nr) of the output (nr <= 4) against tokens t and t+1 (nt = 1 or 2). */
+/* Dispatches one block of rows x tokens to the kernel of the matrix type and stores the dots. */
 JEV_AVX2 static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
@@ -435,6 +437,10 @@ JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
 
 /* ---- sgemm path (many tokens) ---- */
 
+/*
+ * One thread's share of output rows, tile by tile: dequantize (f32 rows are
+ * used in place), then y[:, tile] = x . tile^T with ldc = all output columns.
+ */
 JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     const struct jev_matrix *w = j->w;
@@ -464,6 +470,7 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
 
 /* ---- entry points ---- */
 
+/* Picks the regime by token count; both spread rows over the pool, so each weight byte is read once. */
 JEV_AVX2 static void run(struct mm_job *j) {
     JEV_ASSERT(j->w->cols <= JEV_CPU_WBUF_FLOATS && 4 * (int64_t)j->w->cols <= JEV_CPU_SCRATCH_FLOATS);
     if (j->n_out <= 0 || j->n <= 0)
