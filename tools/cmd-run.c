@@ -25,7 +25,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
-               "               [--threads N] [--top K] [--seed S] [--peak]\n\n"
+               "               [--threads N] [--top K] [--seed S] [--peak] [--forks N [--suffix L]]\n\n"
                "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --ids LIST           prompt token ids, comma separated\n"
                "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
@@ -34,7 +34,9 @@ static void usage(FILE *f) {
                "  --decode N           greedy decode steps after the prefill (default 8)\n"
                "  --threads N          worker threads (default: all cores)\n"
                "  --top K              next tokens to print after the prefill (default 5)\n"
-               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n");
+               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
+               "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
+               "                       batch of N suffixes of --suffix tokens (default 16), logits at each last token\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -104,7 +106,7 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL;
-    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5;
+    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5, n_forks = 0, suffix = 16;
     int peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -130,6 +132,10 @@ int cmd_run(int argc, char **argv) {
             bad = parse_int(v, 0, 100000, &n_decode);
         } else if (!strcmp(a, "--threads") && v) {
             bad = parse_int(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--forks") && v) {
+            bad = parse_int(v, 0, 64, &n_forks);
+        } else if (!strcmp(a, "--suffix") && v) {
+            bad = parse_int(v, 1, 512, &suffix);
         } else if (!strcmp(a, "--top") && v) {
             bad = parse_int(v, 0, 100, &top);
         } else {
@@ -182,9 +188,9 @@ int cmd_run(int argc, char **argv) {
     }
 
     struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = 1;
+    ep.max_batch = n_forks > 0 ? (int32_t)n_forks + 1 : 1;
     ep.prefill_chunk = (int32_t)chunk;
-    ep.max_tokens = n + (int32_t)n_decode + 1 > 8192 ? n + (int32_t)n_decode + 1 : 8192;
+    ep.max_tokens = n + (int32_t)(n_decode + suffix) + 1 > 8192 ? n + (int32_t)(n_decode + suffix) + 1 : 8192;
     struct jev_engine *e = NULL;
     int rc = 1;
     float *logits = NULL;
@@ -253,6 +259,51 @@ int cmd_run(int argc, char **argv) {
         for (long i = 0; i < top; i++)
             printf(" %d (%.4f)", tk[i], (double)logits[tk[i]]);
         printf("\n");
+    }
+
+    /* forked suffixes: N children of the prefilled sequence, one batch */
+    double t_fork = 0, t_suffix = 0;
+    if (n_forks > 0) {
+        struct jev_seq *kids[64];
+        int32_t lens[64], n_sfx = (int32_t)(n_forks * suffix), rows[64];
+        int32_t *sfx = malloc((size_t)n_sfx * sizeof(int32_t)), *spos = malloc((size_t)n_sfx * 3 * sizeof(int32_t));
+        float *sl = malloc((size_t)n_forks * (size_t)V * sizeof(float));
+        double tf = jev_now_ms();
+        int ok = sfx && spos && sl;
+        long made = 0;
+        while (ok && made < n_forks && jev_seq_fork(seq, &kids[made], &err) == JEV_OK)
+            made++;
+        ok = ok && made == n_forks;
+        t_fork = jev_now_ms() - tf;
+        for (int32_t i = 0; ok && i < n_sfx; i++)
+            sfx[i] = ids[(i * 7 + 3) % n];
+        for (long k = 0; ok && k < n_forks; k++) {
+            lens[k] = (int32_t)suffix;
+            rows[k] = (int32_t)((k + 1) * suffix - 1);
+            jev_lm_text_positions(kids[k], (int32_t)suffix, spos + k * suffix * 3);
+        }
+        struct jev_lm_batch fb = {.n_tokens = n_sfx, .ids = sfx, .pos = spos, .n_runs = (int32_t)n_forks,
+                                  .seqs = kids, .seq_len = lens, .n_out = (int32_t)n_forks, .out_idx = rows,
+                                  .logits = sl};
+        double ts = jev_now_ms();
+        if (ok && jev_lm_forward(&e->lm, &fb, &err) != JEV_OK)
+            ok = 0;
+        t_suffix = jev_now_ms() - ts;
+        if (!ok)
+            fprintf(stderr, "jev run: forks: %s\n", err.msg[0] ? err.msg : "out of memory");
+        else
+            printf("forks: %ld forks of %d tokens in %.2f ms; one batch of %ld x %ld suffix tokens in %.1f ms "
+                   "(%.1f tok/s)\n",
+                   n_forks, seq->n_tokens, t_fork, n_forks, suffix, t_suffix, n_sfx / (t_suffix * 1e-3));
+        for (long k = 0; k < made; k++)
+            jev_seq_free(kids[k]);
+        free(sfx);
+        free(spos);
+        free(sl);
+        if (!ok) {
+            free(hash_in);
+            goto done;
+        }
     }
 
     /* greedy decode */
