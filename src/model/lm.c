@@ -134,6 +134,12 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     lm->p = *params;
     fill_defaults(&lm->p);
     const struct jev_text_config *t = &cfg->text;
+    /* the widest matrix input the CPU kernels take (a row and a few rows of scratch) */
+    const int64_t widest = 65536;
+    if (t->hidden > widest || t->intermediate > widest || t->lin_value_dim > widest || t->attn_out > widest)
+        return jev_fail(err, JEV_ERR_UNSUPPORTED,
+                        "lm: matrix widths (hidden %d, intermediate %d, value %d, attention %d) above %lld",
+                        t->hidden, t->intermediate, t->lin_value_dim, t->attn_out, (long long)widest);
     if (t->n_full_layers > 0)
         JEV_TRY(jev_rope_init(&lm->rope, t, err));
     JEV_TRY(jev_arena_init(&lm->arena, jev_lm_bytes(cfg, &lm->p), err));

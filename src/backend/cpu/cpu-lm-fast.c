@@ -127,7 +127,12 @@ static void attn_task(void *arg, int64_t task, int thread) {
 
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP) {
+    /* the group's scores must fit the per-thread scratch; longer contexts take the per-head reference */
+    int64_t longest = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        longest = runs[r].n_past + runs[r].n > longest ? runs[r].n_past + runs[r].n : longest;
+    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP ||
+        longest * (s->n_heads / s->n_kv_heads) > JEV_CPU_SCRATCH_FLOATS) {
         jev_cpu_attention(be, s, q, runs, n_runs, o);
         return;
     }
