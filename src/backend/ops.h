@@ -122,6 +122,17 @@ struct jev_ops {
 
     /* ---- vision ops (model/vision.c) ---- */
     /* VISION-OPS: the vision helper adds its fields below this line. */
+    /* 2-D rotary in place on q and k of qkv[n][3*H*hd] ([q | k | v], heads of hd inside each part):
+     * x' = x * cos + rotate_half(x) * sin with cos/sin[n][hd] (rotate_half pairs d with d + hd/2). */
+    void (*vision_rope)(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                        int32_t n_heads, int32_t head_dim);
+    /* out[n][H*hd] = softmax(q k^T * scale) v for every head, bidirectional over all n rows of qkv[n][3*H*hd]. */
+    void (*vision_attention)(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                             float scale, float *out);
+    /* x[r][:] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3, t_k = row idx[r][k] of table (dequantized), w = w[r][k];
+     * r < n: the bilinear learned position embedding. */
+    void (*vision_pos_add)(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                           int64_t n, float *x);
 };
 
 /* The CPU backend: its op table and instance (backend/cpu/cpu.c). */

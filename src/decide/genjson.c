@@ -3,7 +3,7 @@
  */
 #include "decide/genjson.h" // defines: struct jev_genjson_result
 
-#include "decide/jsonw.h" // defines: jev_utf8_sanitize
+#include "decide/jsonw.h" // defines: jev_jsonw_utf8_fix
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -23,7 +23,7 @@ static void invalid(struct jev_genjson_result *res, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(res->reason, sizeof res->reason, fmt, ap);
     va_end(ap);
-    jev_utf8_sanitize(res->reason); /* it may quote bytes of the output */
+    jev_jsonw_utf8_fix(res->reason); /* it may quote bytes of the output */
 }
 
 /* The option of q whose id is v, or -1 (ids are compared exactly, case included). */

@@ -94,7 +94,7 @@ static void put_str(struct jev_jsonw *w, const char *s, size_t n) {
 
 void jev_jsonw_str(struct jev_jsonw *w, const char *s) { put_str(w, s, strlen(s)); }
 
-void jev_utf8_sanitize(char *s) {
+void jev_jsonw_utf8_fix(char *s) {
     size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
         utf8proc_int32_t cp;

@@ -48,7 +48,7 @@ char *jev_jsonw_finish(struct jev_jsonw *w);
 
 /* Replaces, in place, every byte that is not part of valid UTF-8 with '?'
  * (messages that quote malformed input must stay valid text). */
-void jev_utf8_sanitize(char *s);
+void jev_jsonw_utf8_fix(char *s);
 
 /* Shortest "%.*g" form of d that strtod reads back exactly; out holds 32. */
 void jev_format_double(double d, char out[32]);

@@ -18,7 +18,7 @@
  */
 #include "decide/request-internal.h" // defines: jev_rq_*, struct jev_request
 
-#include "decide/jsonw.h" // defines: jev_utf8_sanitize
+#include "decide/jsonw.h" // defines: jev_jsonw_utf8_fix
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -74,8 +74,8 @@ enum jev_status jev_rq_fail(struct jev_request_error *e, int http, const char *p
     else
         jev_rq_path(e->message, sizeof e->message, "%s", what);
     /* a message may quote the body (an id, jansson's view of a bad byte): keep it valid UTF-8 */
-    jev_utf8_sanitize(e->param);
-    jev_utf8_sanitize(e->message);
+    jev_jsonw_utf8_fix(e->param);
+    jev_jsonw_utf8_fix(e->message);
     return http_status_code(http);
 }
 

@@ -65,16 +65,34 @@ void jev_cpu_swiglu(struct jev_backend *be, const float *gate, const float *up, 
     }
 }
 
-void jev_cpu_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form) {
-    (void)be;
-    if (tanh_form) {
+/* GELU over chunks of GELU_CHUNK elements, spread over the pool: the same per-element math on any thread
+ * count (the vision MLP runs it over N x 3072 values per block). */
+#define GELU_CHUNK 32768
+
+struct gelu_job {
+    float *x;       /* the values, in place */
+    int64_t n;      /* count */
+    bool tanh_form; /* gelu_pytorch_tanh, else erf */
+};
+
+static void gelu_task(void *arg, int64_t task, int thread) {
+    (void)thread;
+    const struct gelu_job *j = arg;
+    int64_t i0 = task * GELU_CHUNK, i1 = i0 + GELU_CHUNK < j->n ? i0 + GELU_CHUNK : j->n;
+    float *x = j->x;
+    if (j->tanh_form) {
         const float k = 0.7978845608028654f; /* sqrt(2/pi) */
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = i0; i < i1; i++) {
             float v = x[i];
             x[i] = 0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v)));
         }
     } else {
-        for (int64_t i = 0; i < n; i++)
+        for (int64_t i = i0; i < i1; i++)
             x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.7071067811865476f));
     }
+}
+
+void jev_cpu_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form) {
+    struct gelu_job j = {x, n, tanh_form};
+    jev_pool_run(be ? be->pool : NULL, (n + GELU_CHUNK - 1) / GELU_CHUNK, gelu_task, &j);
 }

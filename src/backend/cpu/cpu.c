@@ -59,4 +59,7 @@ const struct jev_ops jev_cpu_ops = {
     .gated_rmsnorm = jev_cpu_gated_rmsnorm,
 
     /* VISION-OPS */
+    .vision_rope = jev_cpu_vision_rope,
+    .vision_attention = jev_cpu_vision_attention,
+    .vision_pos_add = jev_cpu_vision_pos_add,
 };

@@ -92,4 +92,18 @@ void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const flo
 /* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
 int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
 
+/* cpu-vision.c */
+void jev_cpu_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                         int32_t n_heads, int32_t head_dim);
+void jev_cpu_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                              float scale, float *out);
+/* The scalar reference of vision_attention (plain two-pass softmax with libm expf); for parity tests. */
+void jev_cpu_vision_attention_ref(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads,
+                                  int32_t head_dim, float scale, float *out);
+/* The blocked (table) form; force_scalar uses its scalar kernels even on an AVX2 CPU (parity tests). */
+void jev_cpu_vision_attention_blocked(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads,
+                                      int32_t head_dim, float scale, float *out, bool force_scalar);
+void jev_cpu_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                            int64_t n, float *x);
+
 #endif
