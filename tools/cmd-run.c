@@ -5,7 +5,9 @@
  * every logit produced).
  *
  * What it is not: text prompts (they come with the tokenizer), sampling,
- * images. Timings cover the forwards only (the model load is outside).
+ * images. Timings cover the forwards only: the model load and a short
+ * warm-up (1, 2 and 4 tokens on a scratch sequence, touching every mmapped
+ * weight page) are outside.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +25,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
-               "               [--threads N] [--top K] [--seed S] [--peak]\n\n"
+               "               [--threads N] [--top K] [--seed S] [--peak] [--forks N [--suffix L]]\n\n"
                "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --ids LIST           prompt token ids, comma separated\n"
                "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
@@ -32,7 +34,9 @@ static void usage(FILE *f) {
                "  --decode N           greedy decode steps after the prefill (default 8)\n"
                "  --threads N          worker threads (default: all cores)\n"
                "  --top K              next tokens to print after the prefill (default 5)\n"
-               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n");
+               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
+               "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
+               "                       batch of N suffixes of --suffix tokens (default 16), logits at each last token\n");
 }
 
 static int parse_int(const char *s, long lo, long hi, long *out) {
@@ -102,7 +106,7 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL;
-    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5;
+    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5, n_forks = 0, suffix = 16;
     int peak = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -128,6 +132,10 @@ int cmd_run(int argc, char **argv) {
             bad = parse_int(v, 0, 100000, &n_decode);
         } else if (!strcmp(a, "--threads") && v) {
             bad = parse_int(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--forks") && v) {
+            bad = parse_int(v, 0, 64, &n_forks);
+        } else if (!strcmp(a, "--suffix") && v) {
+            bad = parse_int(v, 1, 512, &suffix);
         } else if (!strcmp(a, "--top") && v) {
             bad = parse_int(v, 0, 100, &top);
         } else {
@@ -180,9 +188,9 @@ int cmd_run(int argc, char **argv) {
     }
 
     struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = 1;
+    ep.max_batch = n_forks > 0 ? (int32_t)n_forks + 1 : 1;
     ep.prefill_chunk = (int32_t)chunk;
-    ep.max_tokens = n + (int32_t)n_decode + 1 > 8192 ? n + (int32_t)n_decode + 1 : 8192;
+    ep.max_tokens = n + (int32_t)(n_decode + suffix) + 1 > 8192 ? n + (int32_t)(n_decode + suffix) + 1 : 8192;
     struct jev_engine *e = NULL;
     int rc = 1;
     float *logits = NULL;
@@ -209,6 +217,20 @@ int cmd_run(int argc, char **argv) {
     hash_in = malloc(hash_len);
     if (!hash_in)
         goto done;
+    /* warm-up: one token on a scratch sequence touches every weight page (the model is mmapped) and the
+     * kernels' buffers, so that the timings below are steady-state */
+    {
+        struct jev_seq *warm = NULL;
+        if (jev_seq_new(&e->state, &warm, &err) == JEV_OK) {
+            forward(e, warm, ids, 1, pos, logits);
+            int32_t two[2] = {ids[0], ids[n > 1 ? 1 : 0]};
+            forward(e, warm, two, 2, pos, logits);
+            int32_t four[4] = {ids[0], ids[0], ids[0], ids[0]};
+            forward(e, warm, four, 4, pos, logits);
+            jev_seq_free(warm);
+        }
+    }
+    int64_t forwards0 = e->lm.n_forwards;
     struct jev_peak pk = {0};
     if (peak)
         pk = jev_peak_f32(e->pool, 0.5);
@@ -237,6 +259,51 @@ int cmd_run(int argc, char **argv) {
         for (long i = 0; i < top; i++)
             printf(" %d (%.4f)", tk[i], (double)logits[tk[i]]);
         printf("\n");
+    }
+
+    /* forked suffixes: N children of the prefilled sequence, one batch */
+    double t_fork = 0, t_suffix = 0;
+    if (n_forks > 0) {
+        struct jev_seq *kids[64];
+        int32_t lens[64], n_sfx = (int32_t)(n_forks * suffix), rows[64];
+        int32_t *sfx = malloc((size_t)n_sfx * sizeof(int32_t)), *spos = malloc((size_t)n_sfx * 3 * sizeof(int32_t));
+        float *sl = malloc((size_t)n_forks * (size_t)V * sizeof(float));
+        double tf = jev_now_ms();
+        int ok = sfx && spos && sl;
+        long made = 0;
+        while (ok && made < n_forks && jev_seq_fork(seq, &kids[made], &err) == JEV_OK)
+            made++;
+        ok = ok && made == n_forks;
+        t_fork = jev_now_ms() - tf;
+        for (int32_t i = 0; ok && i < n_sfx; i++)
+            sfx[i] = ids[(i * 7 + 3) % n];
+        for (long k = 0; ok && k < n_forks; k++) {
+            lens[k] = (int32_t)suffix;
+            rows[k] = (int32_t)((k + 1) * suffix - 1);
+            jev_lm_text_positions(kids[k], (int32_t)suffix, spos + k * suffix * 3);
+        }
+        struct jev_lm_batch fb = {.n_tokens = n_sfx, .ids = sfx, .pos = spos, .n_runs = (int32_t)n_forks,
+                                  .seqs = kids, .seq_len = lens, .n_out = (int32_t)n_forks, .out_idx = rows,
+                                  .logits = sl};
+        double ts = jev_now_ms();
+        if (ok && jev_lm_forward(&e->lm, &fb, &err) != JEV_OK)
+            ok = 0;
+        t_suffix = jev_now_ms() - ts;
+        if (!ok)
+            fprintf(stderr, "jev run: forks: %s\n", err.msg[0] ? err.msg : "out of memory");
+        else
+            printf("forks: %ld forks of %d tokens in %.2f ms; one batch of %ld x %ld suffix tokens in %.1f ms "
+                   "(%.1f tok/s)\n",
+                   n_forks, seq->n_tokens, t_fork, n_forks, suffix, t_suffix, n_sfx / (t_suffix * 1e-3));
+        for (long k = 0; k < made; k++)
+            jev_seq_free(kids[k]);
+        free(sfx);
+        free(spos);
+        free(sl);
+        if (!ok) {
+            free(hash_in);
+            goto done;
+        }
     }
 
     /* greedy decode */
@@ -269,6 +336,7 @@ int cmd_run(int argc, char **argv) {
            n, t_prefill, n / (t_prefill * 1e-3), n_decode, n_decode > 0 ? n_decode / (t_decode * 1e-3) : 0.0,
            n_decode > 0 ? t_decode / (double)n_decode : 0.0, t_decode > 0 ? bytes / (t_decode * 1e-3) / 1e9 : 0.0,
            hex);
+    printf("forwards: %lld timed (+3 warm-up)\n", (long long)(e->lm.n_forwards - forwards0));
     rc = 0;
 done:
     jev_seq_free(seq);

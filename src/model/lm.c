@@ -27,8 +27,10 @@
 
 /* ---- sizes ---- */
 
+/* The largest of three sizes (buffers shared by the DeltaNet, attention and MLP steps). */
 static int64_t max3(int64_t a, int64_t b, int64_t c) { return a > b ? (a > c ? a : c) : (b > c ? b : c); }
 
+/* Zero fields take the documented defaults; max_spans follows from the other two. */
 static void fill_defaults(struct jev_lm_params *p) {
     if (p->max_batch_tokens <= 0)
         p->max_batch_tokens = 512;
@@ -40,7 +42,12 @@ static void fill_defaults(struct jev_lm_params *p) {
         p->max_spans = (p->max_tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE + p->max_runs + 1;
 }
 
-/* Floats per token of each buffer, in the order jev_lm_init points them. */
+/*
+ * Floats per token of each buffer, in the order jev_lm_init points them.
+ * big_a / big_b / mid hold whichever sub-layer runs: the DeltaNet's
+ * projections and conv output, the attention's q/gate, or the MLP's gate
+ * and up, so their widths are the maxima over the three.
+ */
 struct lm_sizes {
     int64_t d, big_a, big_b, mid, kv, hv, nf;
 };
@@ -57,6 +64,7 @@ static struct lm_sizes sizes_of(const struct jev_text_config *t) {
     return s;
 }
 
+/* Must stay in step with the ALLOC list of jev_lm_init: the arena is exactly this big. */
 size_t jev_lm_bytes(const struct jev_config *cfg, const struct jev_lm_params *params) {
     struct jev_lm_params p = *params;
     fill_defaults(&p);
@@ -70,6 +78,7 @@ size_t jev_lm_bytes(const struct jev_config *cfg, const struct jev_lm_params *pa
     return floats * sizeof(float) + other + 32 * 64;
 }
 
+/* Stored bytes, the figure behind the GB/s of `jev run` (what a matmul has to stream). */
 size_t jev_matrix_bytes(const struct jev_matrix *m) {
     size_t n = (size_t)m->rows * (size_t)m->cols;
     switch (m->type) {
@@ -85,6 +94,7 @@ size_t jev_matrix_bytes(const struct jev_matrix *m) {
     return 0;
 }
 
+/* Multiply-adds per token of one matrix, and of one layer's matrices (for the GFLOP/s figure). */
 static double macs(const struct jev_matrix *m) { return (double)m->rows * (double)m->cols; }
 
 static double layer_macs(const struct jev_layer_weights *L) {
@@ -109,6 +119,10 @@ static size_t layer_bytes(const struct jev_layer_weights *L) {
 
 /* ---- lifetime ---- */
 
+/*
+ * Size first, allocate once: every activation buffer is a slice of one
+ * arena sized by jev_lm_bytes, so the forward never allocates.
+ */
 enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, const struct jev_weights *w,
                             const struct jev_ops *ops, struct jev_backend *be, const struct jev_lm_params *params,
                             struct jev_error *err) {
@@ -120,6 +134,12 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     lm->p = *params;
     fill_defaults(&lm->p);
     const struct jev_text_config *t = &cfg->text;
+    /* the widest matrix input the CPU kernels take (a row and a few rows of scratch) */
+    const int64_t widest = 65536;
+    if (t->hidden > widest || t->intermediate > widest || t->lin_value_dim > widest || t->attn_out > widest)
+        return jev_fail(err, JEV_ERR_UNSUPPORTED,
+                        "lm: matrix widths (hidden %d, intermediate %d, value %d, attention %d) above %lld",
+                        t->hidden, t->intermediate, t->lin_value_dim, t->attn_out, (long long)widest);
     if (t->n_full_layers > 0)
         JEV_TRY(jev_rope_init(&lm->rope, t, err));
     JEV_TRY(jev_arena_init(&lm->arena, jev_lm_bytes(cfg, &lm->p), err));
@@ -176,6 +196,12 @@ void jev_lm_text_positions(const struct jev_seq *seq, int32_t n, int32_t *pos) {
 
 /* ---- argument checks ---- */
 
+/*
+ * Everything about the batch that can be wrong is checked here, before any
+ * state moves: counts, lengths, duplicate sequences, token ids, positions
+ * (below 2^24, where f32 still holds integers exactly), logit rows and
+ * candidate rows. The cost is linear in the batch.
+ */
 static enum jev_status check_batch(const struct jev_lm *lm, const struct jev_lm_batch *b, struct jev_error *err) {
     const struct jev_text_config *t = &lm->cfg->text;
     if (b->n_tokens <= 0 || b->n_runs <= 0 || !b->ids || !b->pos || !b->seqs || !b->seq_len)
@@ -224,6 +250,7 @@ static enum jev_status check_batch(const struct jev_lm *lm, const struct jev_lm_
 
 /* ---- token mixers ---- */
 
+/* The debug hook, when one is set (tests, dumps). */
 static void hook(struct jev_lm *lm, const char *name, int32_t layer, const float *x, int64_t row0, int64_t rows,
                  int64_t cols) {
     if (lm->hook)
@@ -245,6 +272,7 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
     float *z = lm->mid_c;     /* [T][value_dim] output gate */
     float *o = lm->mid_d;     /* [T][value_dim] delta-rule output, then gated-normed */
 
+    /* the four input projections (HF: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) */
     ops->matmul(lm->be, &W->in_qkv, lm->h, T, mixed);
     ops->matmul(lm->be, &W->in_z, lm->h, T, z);
     ops->matmul(lm->be, &W->in_b, lm->h, T, lm->gb);
@@ -262,6 +290,7 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
         g->ssm = jev_seq_ssm(seq, lin);
         row += g->n;
     }
+    /* conv + SiLU per sequence, gates, then the delta rule from each sequence's recurrent state */
     ops->gdn_conv(lm->be, mixed, W->conv, t->conv_dim, t->conv_kernel, lm->gdn_runs, n_runs, u);
     ops->gdn_gates(lm->be, lm->ga, lm->gb, W->a_log, W->dt_bias, T, t->lin_v_heads, lm->gg, lm->gbeta);
     struct jev_gdn_shape shape = {t->lin_k_heads, t->lin_v_heads, t->lin_k_dim, t->lin_v_dim, 64};
@@ -288,6 +317,7 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
     float *gate = lm->mid_c; /* [T][Hq*dh] */
     float *o = lm->mid_d;   /* [T][Hq*dh] */
 
+    /* projections, then per-head norms (1 + w multipliers) and RoPE on q and k */
     ops->matmul(lm->be, &W->q, lm->h, T, qg);
     ops->split_qgate(lm->be, qg, T, hq, dh, q, gate);
     ops->matmul(lm->be, &W->k, lm->h, T, lm->kbuf);
@@ -320,6 +350,7 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
         lm->flops += 4.0 * hq * dh * ((double)n * seq->n_tokens + (double)n * (n + 1) / 2);
     }
     struct jev_attn_shape shape = {hq, hkv, dh, (float)(1.0 / sqrt((double)dh))};
+    /* causal softmax attention, the output gate, o_proj */
     ops->attention(lm->be, &shape, q, lm->attn_runs, n_runs, o);
     ops->sigmoid_mul(lm->be, o, gate, T * hq * dh);
     ops->matmul(lm->be, &W->o, o, T, lm->out);
@@ -347,7 +378,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
     const struct jev_text_weights *W = &lm->w->text;
     int64_t D = t->hidden;
 
-    /* embeddings, with caller rows where given */
+    /* embeddings, with caller rows where given (HF: masked_scatter of the image features) */
     ops->embed(lm->be, &W->embed, b->ids + row0, T, lm->x);
     if (b->embd_rows)
         for (int64_t i = 0; i < T; i++)
@@ -355,7 +386,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
                 ops->copy(lm->be, lm->x + i * D, b->embd_rows[row0 + i], D);
     hook(lm, "embed", -1, lm->x, row0, T, D);
 
-    /* rotary tables once for every attention layer of the slice */
+    /* rotary tables once for every attention layer of the slice: they depend on positions only */
     if (t->n_full_layers > 0)
         jev_rope_cos_sin(&lm->rope, b->pos + row0 * 3, T, lm->cos, lm->sin);
 
@@ -397,6 +428,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
             (double)jev_matrix_bytes(&W->lm_head) * (double)cols / (double)W->lm_head.rows;
     }
 
+    /* the tokens are in every layer's state now: advance the sequences */
     for (int32_t r = 0; r < n_runs; r++)
         lm->slice_seq[r]->n_tokens += lm->slice_len[r];
     lm->n_slices++;
@@ -407,6 +439,11 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
 
 /* ---- the batch ---- */
 
+/*
+ * Checks, reserves, then runs the batch slice by slice. Once the first
+ * slice runs nothing can fail any more (the ops do not fail), which is what
+ * makes "on failure nothing changed" hold.
+ */
 enum jev_status jev_lm_forward(struct jev_lm *lm, const struct jev_lm_batch *b, struct jev_error *err) {
     JEV_TRY(check_batch(lm, b, err));
     /* Reserve every sequence's room first, so a failure changes nothing. */

@@ -19,14 +19,21 @@
 
 /* ---- sizes ---- */
 
+/* ceil(a / b) for positive sizes (the callers bound a by max_tokens, so the result fits). */
 static int32_t div_up(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
 
+/* Floats of one DeltaNet layer's state: the conv window, then the recurrent matrix. */
 static int64_t lin_floats_per_layer(const struct jev_text_config *t) {
     int64_t conv = (int64_t)(t->conv_kernel - 1) * t->conv_dim;
     int64_t ssm = (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim;
     return conv + ssm;
 }
 
+/*
+ * Pages in the pool: room for kv_tokens own tokens over all live sequences
+ * (a prefix and its forks' suffixes), plus one partially filled page per
+ * sequence, so that the pool never runs out before the token budget does.
+ */
 static int32_t pool_pages(const struct jev_state_params *p) {
     int64_t kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : 2 * (int64_t)p->max_tokens;
     /* every live sequence may waste up to one partial page */
@@ -45,6 +52,11 @@ size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_para
 
 /* ---- pool lifetime ---- */
 
+/*
+ * Sizes everything from the config and the params, then allocates the four
+ * blocks once. The limits keep every size computation inside int64 and the
+ * page ids inside int32.
+ */
 enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cfg,
                                const struct jev_state_params *p, struct jev_error *err) {
     memset(st, 0, sizeof *st);
@@ -87,7 +99,7 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
         return jev_fail(err, JEV_ERR_NOMEM, "state: cannot allocate %zu bytes for %d sequences of %d tokens",
                         jev_state_bytes(cfg, p), p->max_seqs, p->max_tokens);
     }
-    /* the free stack pops low page ids first */
+    /* the free stack pops low page ids first (stable addresses across runs help when debugging) */
     for (int32_t i = 0; i < st->n_pages; i++)
         st->free_pages[i] = st->n_pages - 1 - i;
     st->n_free = st->n_pages;
@@ -113,11 +125,17 @@ void jev_state_free(struct jev_state *st) {
 
 /* ---- slots ---- */
 
+/* Bytes of one slot's linear state: what a fork copies. */
 static size_t lin_bytes(const struct jev_state *st) {
     return (size_t)st->n_linear * ((size_t)st->conv_keep * (size_t)st->conv_dim + (size_t)st->ssm_floats) *
            sizeof(float);
 }
 
+/*
+ * A free slot, reset to an empty sequence with the caller's reference.
+ * Linear search: max_seqs is small (the batch size) and this runs once per
+ * sequence, not per token.
+ */
 static struct jev_seq *take_slot(struct jev_state *st, struct jev_error *err) {
     for (int32_t s = 0; s < st->max_seqs; s++) {
         struct jev_seq *q = &st->seqs[s];
@@ -139,8 +157,10 @@ static struct jev_seq *take_slot(struct jev_state *st, struct jev_error *err) {
     return NULL;
 }
 
+/* Pages held by sequences (reserved or filled). */
 static int32_t pages_in_use(const struct jev_state *st) { return st->n_pages - st->n_free; }
 
+/* A fresh sequence starts from zero conv windows and zero recurrent matrices (HF's initial state). */
 enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct jev_error *err) {
     *out = NULL;
     struct jev_seq *q = take_slot(st, err);
@@ -152,6 +172,11 @@ enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct j
     return JEV_OK;
 }
 
+/*
+ * The child starts where the parent is: same token count and rope_delta, a
+ * copy of the linear state, and the parent's tokens as its read-only prefix.
+ * The parent gains a reference and a child, which freezes it (reserve).
+ */
 enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err) {
     *out = NULL;
     struct jev_state *st = parent->st;
@@ -176,12 +201,18 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
     return JEV_OK;
 }
 
+/* Returns q's pages beyond the first `keep` to the free stack. */
 static void give_pages_back(struct jev_seq *q, int32_t keep) {
     struct jev_state *st = q->st;
     while (q->n_pages > keep)
         st->free_pages[st->n_free++] = q->pages[--q->n_pages];
 }
 
+/*
+ * Frees q's storage, then walks up: a released parent whose last reference
+ * was this child goes too. A loop rather than recursion, so a long chain of
+ * forks cannot exhaust the stack.
+ */
 static void destroy(struct jev_seq *q) {
     while (q) {
         struct jev_seq *parent = q->parent;
@@ -198,6 +229,7 @@ static void destroy(struct jev_seq *q) {
     }
 }
 
+/* Idempotent: a second free of the same handle, or a NULL, does nothing. */
 void jev_seq_free(struct jev_seq *seq) {
     if (!seq || !seq->live || seq->released)
         return;
@@ -208,6 +240,11 @@ void jev_seq_free(struct jev_seq *seq) {
 
 /* ---- append ---- */
 
+/*
+ * All checks come before the first page moves, so a refusal leaves the
+ * sequence and the pool as they were (the forward relies on this to fail a
+ * batch without side effects).
+ */
 enum jev_status jev_seq_reserve(struct jev_seq *seq, int32_t n, struct jev_error *err) {
     struct jev_state *st = seq->st;
     if (!seq->live || seq->released)
@@ -233,6 +270,7 @@ enum jev_status jev_seq_reserve(struct jev_seq *seq, int32_t n, struct jev_error
     return JEV_OK;
 }
 
+/* Keeps the pages that hold written tokens, returns the rest. */
 void jev_seq_unreserve(struct jev_seq *seq) {
     if (seq->st->n_full == 0)
         return;
@@ -241,6 +279,7 @@ void jev_seq_unreserve(struct jev_seq *seq) {
 
 /* ---- access ---- */
 
+/* The K rows of FULL layer `full` in page `page`; its V rows follow JEV_KV_PAGE rows later. */
 static float *page_base(const struct jev_state *st, int32_t page, int32_t full) {
     size_t per_layer = 2 * JEV_KV_PAGE * (size_t)st->kv_dim;
     return st->kv + ((size_t)page * (size_t)st->n_full + (size_t)full) * per_layer;
@@ -259,6 +298,11 @@ float *jev_seq_v_row(struct jev_seq *seq, int32_t full, int32_t index) {
 
 int32_t jev_seq_max_spans(const struct jev_state *st) { return st->max_pages + st->max_seqs; }
 
+/*
+ * Ancestors first (recursively: their own prefixes before their own pages),
+ * then this sequence's pages; the last span of each level may be partial.
+ * The recursion depth is the fork depth, bounded by max_seqs.
+ */
 int32_t jev_seq_spans(const struct jev_seq *seq, int32_t full, int32_t n, struct jev_kv_span *spans) {
     int32_t count = 0;
     if (seq->parent && seq->n_prefix > 0)

@@ -71,7 +71,12 @@ struct attn_job {
     struct jev_backend *be;
 };
 
-JEV_AVX2 static void attn_task(void *arg, int64_t task, int thread) {
+JEV_AVX2 /*
+ * One query row and one K/V head: the group's query heads are consecutive,
+ * so each key row is loaded once for all of them (GQA makes attention
+ * bandwidth-bound on the keys, not on the queries).
+ */
+static void attn_task(void *arg, int64_t task, int thread) {
     struct attn_job *j = arg;
     const struct jev_attn_shape *s = j->s;
     int32_t r = 0;
@@ -122,7 +127,12 @@ JEV_AVX2 static void attn_task(void *arg, int64_t task, int thread) {
 
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP) {
+    /* the group's scores must fit the per-thread scratch; longer contexts take the per-head reference */
+    int64_t longest = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        longest = runs[r].n_past + runs[r].n > longest ? runs[r].n_past + runs[r].n : longest;
+    if (!jev_cpu_has_avx2() || s->head_dim % 8 != 0 || s->n_heads / s->n_kv_heads > MAX_GROUP ||
+        longest * (s->n_heads / s->n_kv_heads) > JEV_CPU_SCRATCH_FLOATS) {
         jev_cpu_attention(be, s, q, runs, n_runs, o);
         return;
     }
@@ -227,6 +237,11 @@ JEV_AVX2 static inline void l2norm8(const float *x, int32_t d, float mul, float 
     }
 }
 
+/*
+ * The recurrence for one value head. Pass 1 decays S and reads S^T k in the
+ * same sweep; pass 2 writes k delta^T and reads S^T q; S rows are dv
+ * contiguous floats, so both passes stream the 64 KiB state once.
+ */
 JEV_AVX2 static void recurrent_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
     const struct jev_gdn_shape *s = j->s;
     int32_t dk = s->dk, dv = s->dv, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
@@ -272,6 +287,7 @@ JEV_AVX2 static void recurrent_head(const struct gdn_job *j, const struct jev_gd
     }
 }
 
+/* The chunked form for one value head, one BLAS call per torch matrix product (see the file comment). */
 JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_run *run, int32_t h, float *scratch) {
     const struct jev_gdn_shape *s = j->s;
     int32_t dk = s->dk, dv = s->dv, C = s->chunk, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;

@@ -27,6 +27,7 @@ void jev_cpu_copy(struct jev_backend *be, float *dst, const float *src, int64_t 
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
+/* HF views q_proj's output as [T, heads, 2*dh] and chunks the last dim: per head query first, then gate. */
 void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
                          float *gate) {
     (void)be;
@@ -38,6 +39,7 @@ void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int
         }
 }
 
+/* Dims beyond 2*n_freq pass through (partial rotary). */
 void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
                   const float *cos, const float *sin) {
     (void)be;
@@ -75,6 +77,11 @@ struct attn_job {
     struct jev_backend *be;
 };
 
+/*
+ * One query row of one head: scores over every visible key in span order,
+ * the softmax, then the weighted sum of values. Two passes over the keys,
+ * with the scores in per-thread scratch, as torch materialises them.
+ */
 static void attn_task(void *arg, int64_t task, int thread) {
     struct attn_job *j = arg;
     const struct jev_attn_shape *s = j->s;
@@ -154,6 +161,11 @@ struct conv_job {
     float *u;
 };
 
+/*
+ * One run and one block of channels: every output row, then the window.
+ * Row t of the run reads inputs t-K+1..t, where negative indices fall in the
+ * window left by the sequence's previous tokens (zeros for a fresh one).
+ */
 static void conv_task(void *arg, int64_t task, int thread) {
     (void)thread;
     struct conv_job *j = arg;
@@ -192,6 +204,7 @@ void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *t
     jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
 }
 
+/* The gates in f32 (HF casts a and A_log to f32 here: fp16 would overflow exp). */
 void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
                        const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta) {
     (void)be;
@@ -400,6 +413,7 @@ static void gdn_chunk_head(const struct gdn_job *j, const struct jev_gdn_run *ru
     }
 }
 
+/* One (run, value head): heads and runs are independent, so they spread over the pool. */
 static void gdn_task(void *arg, int64_t task, int thread) {
     struct gdn_job *j = arg;
     const struct jev_gdn_run *run = &j->runs[task / j->s->hv];

@@ -3,16 +3,18 @@
  * for f32, bf16, f16 and MLX affine-quantized W, threaded over the pool.
  *
  * Two regimes, picked by the token count n:
- * - Few tokens (decode, candidate rows, n < JEV_CPU_GEMM_MIN_N): a fused
+ * - One or two tokens (decode, n < JEV_CPU_GEMM_MIN_N): a fused
  *   AVX2/FMA kernel streams each weight row once, widening or dequantizing
  *   8 elements at a time in registers and multiplying them into up to two
  *   tokens at once (4 rows x 2 tokens = 8 accumulators). 4-bit codes are
- *   unpacked with one variable shift of a broadcast u32 word (8 nibbles ->
- *   8 lanes in element order); 8-bit codes with one byte widen. This is
+ *   unpacked 16 at a time with one zero-extending load (low nibbles = even
+ *   elements, high = odd, against activations permuted to match); 8-bit
+ *   codes with one byte widen. This is
  *   memory-bound: the weights stream once per call.
- * - Many tokens (prefill): each pool thread takes an equal share of the
- *   output rows, dequantizes them tile by tile into its own f32 buffer and
- *   calls OpenBLAS sgemm single-threaded on it (OpenBLAS's own threads would
+ * - More tokens (prefill, forked suffixes): each pool thread takes an equal
+ *   share of the output rows, dequantizes them tile by tile into its own f32
+ *   buffer (L2-sized tiles below 64 tokens) and calls OpenBLAS sgemm
+ *   single-threaded on it (OpenBLAS's own threads would
  *   keep spinning after each call and steal the cores from the other ops:
  *   measured 2x slowdowns of the following parallel work on 2 cores).
  *   Weights stream once per call; the dequantization is O(rows*cols)
@@ -76,6 +78,28 @@ JEV_AVX2 static inline __m256 q4x8(const uint32_t *word) {
     return _mm256_cvtepi32_ps(v);
 }
 
+/*
+ * The 16 4-bit codes of 8 bytes as two f32 vectors: byte j holds element 2j
+ * in its low nibble and 2j+1 in its high one, so one zero-extending load
+ * gives the even elements (& 15) and the odd ones (>> 4). The activations
+ * are permuted to match once per call (q4_permute). 12% fewer cycles than
+ * one variable shift per u32 word, measured in L3.
+ */
+JEV_AVX2 static inline void q4x16(const uint8_t *b, __m256 *even, __m256 *odd) {
+    __m256i v = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)b));
+    *even = _mm256_cvtepi32_ps(_mm256_and_si256(v, _mm256_set1_epi32(15)));
+    *odd = _mm256_cvtepi32_ps(_mm256_srli_epi32(v, 4));
+}
+
+/* x reordered per 16 elements to [x0, x2, ..., x14, x1, x3, ..., x15], the order of q4x16. */
+static void q4_permute(const float *x, int64_t cols, float *xp) {
+    for (int64_t b = 0; b < cols; b += 16)
+        for (int j = 0; j < 8; j++) {
+            xp[b + j] = x[b + 2 * j];
+            xp[b + 8 + j] = x[b + 2 * j + 1];
+        }
+}
+
 /* The 8 8-bit codes of two u32 words (byte j = element j), as f32. */
 JEV_AVX2 static inline __m256 q8x8(const uint32_t *word) {
     __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)word);
@@ -85,6 +109,7 @@ JEV_AVX2 static inline __m256 q8x8(const uint32_t *word) {
 /* Which fused kernel fits a matrix. */
 enum kind { K_F32, K_BF16, K_F16, K_Q4, K_Q8, K_GENERIC };
 
+/* The fused kernels need 8-aligned columns and groups; everything else goes the generic way. */
 JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     if (w->cols % 8 != 0)
         return K_GENERIC;
@@ -95,7 +120,7 @@ JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     case JEV_MTYPE_QAFFINE:
         if (w->group % 8 != 0 || w->cols % w->group != 0)
             return K_GENERIC;
-        if (w->bits == 4 && w->cols / w->group <= Q4_MAX_GROUPS)
+        if (w->bits == 4 && w->group % 16 == 0 && w->cols / w->group <= Q4_MAX_GROUPS)
             return K_Q4;
         return w->bits == 8 ? K_Q8 : K_GENERIC;
     }
@@ -231,11 +256,20 @@ JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, in
  * group sums of x (xs[g], computed once per call). Same value as the
  * dequantized dot up to f32 rounding.
  */
-/* Scales of row r into s[groups]; returns sum_g bias_g * xs[g]. */
+/* Scales of row r into s[groups]; returns sum_g bias_g * xs[g]. bf16 (the MLX default) 8 groups at a time. */
 JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *xs, float *s) {
-    int64_t groups = w->cols / w->group;
+    int64_t groups = w->cols / w->group, g = 0;
     float bias = 0.0f;
-    for (int64_t g = 0; g < groups; g++) {
+    if (w->stype == JEV_STYPE_BF16) {
+        const uint16_t *sp = (const uint16_t *)w->scales + r * groups, *bp = (const uint16_t *)w->biases + r * groups;
+        __m256 acc = _mm256_setzero_ps();
+        for (; g + 8 <= groups; g += 8) {
+            _mm256_storeu_ps(s + g, load_bf16x8(sp + g));
+            acc = _mm256_fmadd_ps(load_bf16x8(bp + g), _mm256_loadu_ps(xs + g), acc);
+        }
+        bias = hsum8(acc);
+    }
+    for (; g < groups; g++) {
         s[g] = load_scale(w->stype, w->scales, r * groups + g);
         bias += load_scale(w->stype, w->biases, r * groups + g) * xs[g];
     }
@@ -253,13 +287,17 @@ JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int
     }
     __m256 tot0 = _mm256_setzero_ps(), tot1 = tot0, tot2 = tot0, tot3 = tot0;
     for (int64_t g = 0; g < groups; g++) {
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
-            __m256 xv = _mm256_loadu_ps(x + c);
-            a0 = _mm256_fmadd_ps(q4x8(rp[0] + c / 8), xv, a0);
-            a1 = _mm256_fmadd_ps(q4x8(rp[1] + c / 8), xv, a1);
-            a2 = _mm256_fmadd_ps(q4x8(rp[2] + c / 8), xv, a2);
-            a3 = _mm256_fmadd_ps(q4x8(rp[3] + c / 8), xv, a3);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, e, o;
+        for (int64_t c = g * G; c < (g + 1) * G; c += 16) {
+            __m256 xe = _mm256_loadu_ps(x + c), xo = _mm256_loadu_ps(x + c + 8);
+            q4x16((const uint8_t *)rp[0] + c / 2, &e, &o);
+            a0 = _mm256_fmadd_ps(o, xo, _mm256_fmadd_ps(e, xe, a0));
+            q4x16((const uint8_t *)rp[1] + c / 2, &e, &o);
+            a1 = _mm256_fmadd_ps(o, xo, _mm256_fmadd_ps(e, xe, a1));
+            q4x16((const uint8_t *)rp[2] + c / 2, &e, &o);
+            a2 = _mm256_fmadd_ps(o, xo, _mm256_fmadd_ps(e, xe, a2));
+            q4x16((const uint8_t *)rp[3] + c / 2, &e, &o);
+            a3 = _mm256_fmadd_ps(o, xo, _mm256_fmadd_ps(e, xe, a3));
         }
         tot0 = _mm256_fmadd_ps(a0, _mm256_set1_ps(sc[0][g]), tot0);
         tot1 = _mm256_fmadd_ps(a1, _mm256_set1_ps(sc[1][g]), tot1);
@@ -287,14 +325,16 @@ JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int
     }
     __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00;
     for (int64_t g = 0; g < groups; g++) {
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00;
-        for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
-            __m256 xa = _mm256_loadu_ps(x0 + c), xb = _mm256_loadu_ps(x1 + c);
-            __m256 q0 = q4x8(r0 + c / 8), q1 = q4x8(r1 + c / 8);
-            a00 = _mm256_fmadd_ps(q0, xa, a00);
-            a01 = _mm256_fmadd_ps(q0, xb, a01);
-            a10 = _mm256_fmadd_ps(q1, xa, a10);
-            a11 = _mm256_fmadd_ps(q1, xb, a11);
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, e0, o0, e1, o1;
+        for (int64_t c = g * G; c < (g + 1) * G; c += 16) {
+            __m256 xae = _mm256_loadu_ps(x0 + c), xao = _mm256_loadu_ps(x0 + c + 8);
+            __m256 xbe = _mm256_loadu_ps(x1 + c), xbo = _mm256_loadu_ps(x1 + c + 8);
+            q4x16((const uint8_t *)r0 + c / 2, &e0, &o0);
+            q4x16((const uint8_t *)r1 + c / 2, &e1, &o1);
+            a00 = _mm256_fmadd_ps(o0, xao, _mm256_fmadd_ps(e0, xae, a00));
+            a01 = _mm256_fmadd_ps(o0, xbo, _mm256_fmadd_ps(e0, xbe, a01));
+            a10 = _mm256_fmadd_ps(o1, xao, _mm256_fmadd_ps(e1, xae, a10));
+            a11 = _mm256_fmadd_ps(o1, xbo, _mm256_fmadd_ps(e1, xbe, a11));
         }
         __m256 sa = _mm256_set1_ps(s0[g]), sb = _mm256_set1_ps(s1[g]);
         t00 = _mm256_fmadd_ps(a00, sa, t00);
@@ -321,11 +361,13 @@ struct mm_job {
     float *y;               /* [n][n_out] */
     int64_t share;          /* big path: output rows per task */
     const float *xs;        /* 4-bit fused path: [n][groups] sums of x per group, computed once per call */
+    const float *xp;        /* 4-bit fused path: [n][cols] x in q4x16's element order */
 };
 
 static int64_t row_id(const struct mm_job *j, int64_t r) { return j->row_ids ? j->row_ids[r] : r; }
 
 /* Rows [r0, r0 + nr) of the output (nr <= 4) against tokens t and t+1 (nt = 1 or 2). */
+/* Dispatches one block of rows x tokens to the kernel of the matrix type and stores the dots. */
 JEV_AVX2 static void fused_block(const struct mm_job *j, int64_t r0, int nr, int64_t t, int nt, float *scratch) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
@@ -374,17 +416,38 @@ JEV_AVX2 static void fused_block(const struct mm_job *j, int64_t r0, int nr, int
     }
 }
 
+/*
+ * Requests every cache line of the next rows (codes, scales, biases) before
+ * the kernel reads them. Decode streams the weights from DRAM; a row is only
+ * 8 lines (1024 columns), too short for the hardware prefetcher to ramp up,
+ * so without this the kernel waits on one line after the other. Measured on
+ * the 248320-row LM head (2 threads): 12.6-14.8 ms against 16.8-18.1 ms
+ * without, and better than prefetching 4 or 8 rows further ahead.
+ */
+JEV_AVX2 static void q4_prefetch(const struct jev_matrix *w, const int64_t *rid, int nr) {
+    int64_t words = w->cols / 8, groups = w->cols / w->group;
+    size_t sz = w->stype == JEV_STYPE_F32 ? 4 : 2;
+    for (int q = 0; q < nr; q++) {
+        const char *c = (const char *)((const uint32_t *)w->data + rid[q] * words);
+        for (int64_t b = 0; b < words * 4; b += 64)
+            _mm_prefetch(c + b, _MM_HINT_T0);
+        _mm_prefetch((const char *)w->scales + (size_t)(rid[q] * groups) * sz, _MM_HINT_T0);
+        _mm_prefetch((const char *)w->biases + (size_t)(rid[q] * groups) * sz, _MM_HINT_T0);
+    }
+}
+
 /* The 4-bit rows of a task: 4 rows x 1 token or 2 rows x 2 tokens at a time. */
 JEV_AVX2 static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols, groups = cols / w->group;
     const float *xs = j->xs;
     for (int64_t t = 0; t < j->n; t += 2) {
-        const float *x0 = j->x + t * cols;
+        const float *x0 = j->xp + t * cols;
         if (t + 1 < j->n) {
             for (int64_t r = r0; r < r1; r += 2) {
                 int nr = r1 - r < 2 ? 1 : 2;
                 int64_t rid[2] = {row_id(j, r), row_id(j, r + (nr > 1 ? 1 : 0))};
+                q4_prefetch(w, rid, nr);
                 float y0[2], y1[2];
                 q4_2tok(w, rid, nr, x0, x0 + cols, xs + t * groups, xs + (t + 1) * groups, y0, y1);
                 for (int q = 0; q < nr; q++) {
@@ -398,6 +461,7 @@ JEV_AVX2 static void fused_task_q4(struct mm_job *j, int64_t r0, int64_t r1) {
                 int64_t rid[4];
                 for (int q = 0; q < 4; q++)
                     rid[q] = row_id(j, r + (q < nr ? q : 0));
+                q4_prefetch(w, rid, nr);
                 float y[4];
                 q4_1tok(w, rid, nr, x0, xs + t * groups, y);
                 for (int q = 0; q < nr; q++)
@@ -425,6 +489,10 @@ JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
 
 /* ---- sgemm path (many tokens) ---- */
 
+/*
+ * One thread's share of output rows, tile by tile: dequantize (f32 rows are
+ * used in place), then y[:, tile] = x . tile^T with ldc = all output columns.
+ */
 JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     const struct jev_matrix *w = j->w;
@@ -432,7 +500,11 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     int64_t r0 = task * j->share;
     int64_t r1 = r0 + j->share < j->n_out ? r0 + j->share : j->n_out;
     float *buf = jev_cpu_wbuf(j->be, thread);
-    int64_t tile = JEV_CPU_WBUF_FLOATS / cols;
+    /* Few tokens: tiles of ~256 KiB stay in L2 between dequantization and sgemm (measured 2-3x faster
+     * at 8 tokens). Many tokens: large tiles, so that OpenBLAS packs the activations fewer times. */
+    int64_t tile = j->n < 64 ? 65536 / cols / 16 * 16 : JEV_CPU_WBUF_FLOATS / cols;
+    if (tile < 16)
+        tile = 16;
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
         int64_t nr = r1 - t0 < tile ? r1 - t0 : tile;
         const float *wt;
@@ -450,6 +522,7 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
 
 /* ---- entry points ---- */
 
+/* Picks the regime by token count; both spread rows over the pool, so each weight byte is read once. */
 JEV_AVX2 static void run(struct mm_job *j) {
     JEV_ASSERT(j->w->cols <= JEV_CPU_WBUF_FLOATS && 4 * (int64_t)j->w->cols <= JEV_CPU_SCRATCH_FLOATS);
     if (j->n_out <= 0 || j->n <= 0)
@@ -476,6 +549,11 @@ JEV_AVX2 static void run(struct mm_job *j) {
                 xs[t * groups + g] = hsum8(acc);
             }
         j->xs = xs;
+        float *xp = xs + j->n * groups; /* then the permuted activations */
+        JEV_ASSERT(j->n * (groups + j->w->cols) <= JEV_CPU_SCRATCH_FLOATS / 2);
+        for (int64_t t = 0; t < j->n; t++)
+            q4_permute(j->x + t * j->w->cols, j->w->cols, xp + t * j->w->cols);
+        j->xp = xp;
     }
     jev_pool_run(j->be->pool, (j->n_out + ROWS_PER_TASK - 1) / ROWS_PER_TASK, fused_task, j);
 }
@@ -485,7 +563,7 @@ void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, con
         jev_cpu_matmul(be, w, x, n, y);
         return;
     }
-    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, NULL};
+    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, NULL, NULL};
     run(&j);
 }
 
@@ -495,7 +573,7 @@ void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w
         jev_cpu_matmul_rows(be, w, row_ids, n_rows, x, n, y);
         return;
     }
-    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, NULL};
+    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, NULL, NULL};
     run(&j);
 }
 

@@ -12,7 +12,7 @@
 #define JEV_CPU_SCRATCH_FLOATS (1 << 18) /* per-thread scratch (floats): weight tiles, attention scores */
 #define JEV_CPU_MAX_RUNS 4096           /* sequences in one batched LM op */
 #define JEV_CPU_WBUF_FLOATS (1 << 22)   /* per-thread dequantized weight tile for sgemm (16 MiB) */
-#define JEV_CPU_GEMM_MIN_N 8            /* token count from which matmul dequantizes tiles and calls sgemm */
+#define JEV_CPU_GEMM_MIN_N 3              /* tokens from which matmul dequantizes tiles for sgemm (measured on/above the fused kernels) */
 
 struct jev_backend {
     struct jev_pool *pool;   /* workers for parallel loops (not owned); NULL = caller only */
