@@ -1,0 +1,193 @@
+/*
+ * test-cli-decide.c - `jev decide`, `jev verify` and `jev bench` end to end
+ * on the synthesized tiny model ($JEV_JEV_BIN): the table and its counters,
+ * the --json response (exactly the request's ids, the model's name), the
+ * inputs dump, generate_json's exit status agreeing with its body, the
+ * verification record, a short benchmark whose record the schema's
+ * validator accepts, and every usage error exiting with status 2.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "bench/schema.h" // defines: jev_bench_load_file
+
+static char g_dir[512];   /* $JEV_TEST_DIR/cli-decide */
+static char g_model[600]; /* the tiny model */
+static char g_work[600];  /* the workload with the small photo */
+
+static const char *bin(void) { return getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev"; }
+
+static int setup(void **state) {
+    (void)state;
+    const char *tmp = getenv("JEV_TEST_DIR") ? getenv("JEV_TEST_DIR") : "build/test-data";
+    snprintf(g_dir, sizeof g_dir, "%s/cli-decide", tmp);
+    snprintf(g_model, sizeof g_model, "%s/tiny-hf", g_dir);
+    snprintf(g_work, sizeof g_work, "%s/workload.json", g_dir);
+    char cmd[2000];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && %s synth --config configs/tiny.json --seed 1 --out %s --force >/dev/null",
+             g_dir, bin(), g_model);
+    if (system(cmd) != 0)
+        return -1;
+    json_error_t je;
+    json_t *w = json_load_file("bench/dog-workload.json", 0, &je);
+    if (!w)
+        return -1;
+    json_object_set_new(w, "image", json_string("tests/data/rgb8.png"));
+    int rc = json_dump_file(w, g_work, 0);
+    json_decref(w);
+    return rc;
+}
+
+/* Runs `jev ARGS` (stdout, and stderr unless the args redirect it, into out); returns the exit status. */
+static int jev(const char *args, char *out, size_t size) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "%s %s%s", bin(), args, strstr(args, "2>") ? "" : " 2>&1");
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t n = fread(out, 1, size - 1, f);
+    out[n] = '\0';
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_decide(void **state) {
+    (void)state;
+    static char out[65536];
+    char args[2000];
+    /* the workload, 8 decisions: shared path, batches of 4 -> 1 + 2 LM forwards, 1 vision forward */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 8", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "shared path, label scoring: 8 questions"));
+    assert_non_null(strstr(out, "LM forwards 3, vision forwards 1"));
+    assert_non_null(strstr(out, "q07 "));
+    /* independent, text scoring */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 3 --path independent --scoring text",
+             g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "independent path, text scoring (sum): 3 questions"));
+    assert_non_null(strstr(out, "vision forwards 3"));
+    /* --json: the System One response with exactly the request's ids */
+    snprintf(args, sizeof args, "decide --model %s --request tests/data/decide/golden-text.json --json --batch all",
+             g_model);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    json_error_t je;
+    json_t *r = json_loads(out, 0, &je);
+    if (!r)
+        fail_msg("not JSON: %s\n%s", je.text, out);
+    assert_string_equal(json_string_value(json_object_get(r, "model")), "tiny-hf");
+    json_t *ans = json_object_get(r, "answers");
+    assert_int_equal(json_object_size(ans), 5);
+    const char *ids[] = {"is_refund", "team", "frustration", "city", "urgent"};
+    for (int i = 0; i < 5; i++)
+        assert_non_null(json_object_get(ans, ids[i]));
+    assert_string_equal(json_string_value(json_object_get(json_object_get(ans, "team"), "type")), "choice");
+    json_decref(r);
+    /* the inputs dump */
+    snprintf(args, sizeof args, "decide --model %s --request tests/data/decide/golden-image.json --image "
+                                "tests/data/rgb8.png --dump-ids %s/dump.json",
+             g_model, g_dir);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    snprintf(args, sizeof args, "%s/dump.json", g_dir);
+    json_t *d = json_load_file(args, 0, &je);
+    assert_non_null(d);
+    assert_string_equal(json_string_value(json_object_get(d, "format")), "jev-decide-inputs/1");
+    assert_true(json_is_object(json_object_get(d, "image")));
+    json_decref(d);
+    /* generate_json: the exit status says whether the output met the schema, the body the same */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --path generate --json "
+                                "--max-new-tokens 16 2>/dev/null",
+             g_model, g_work);
+    int st = jev(args, out, sizeof out);
+    json_t *g = json_loads(out, 0, &je);
+    assert_non_null(g);
+    assert_int_equal(st != 0, json_object_get(g, "error") != NULL);
+    json_decref(g);
+}
+
+static void test_decide_errors(void **state) {
+    (void)state;
+    static char out[16384];
+    char args[2000];
+    assert_int_equal(jev("decide --request x.json", out, sizeof out), 2);           /* no model */
+    snprintf(args, sizeof args, "decide --model %s", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);                                  /* no request */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --path sideways", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 0", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --batch -3", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "decide --model %s --request /nonexistent.json", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "cannot read"));
+    snprintf(args, sizeof args, "%s/bad.json", g_dir);
+    FILE *f = fopen(args, "w");
+    assert_non_null(f);
+    fputs("{\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"1\"]}}}",
+          f);
+    fclose(f);
+    snprintf(args, sizeof args, "decide --model %s --request %s/bad.json", g_model, g_dir);
+    assert_int_equal(jev(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "refused (422 unprocessable_entity_error)"));
+}
+
+static void test_verify(void **state) {
+    (void)state;
+    static char out[16384];
+    char args[2000], path[700];
+    snprintf(path, sizeof path, "%s/verification.json", g_dir);
+    snprintf(args, sizeof args, "verify --model %s --output %s", g_model, path);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "-> PASS"));
+    json_error_t je;
+    json_t *v = json_load_file(path, 0, &je);
+    assert_non_null(v);
+    assert_true(json_is_true(json_object_get(json_object_get(v, "summary"), "pass")));
+    assert_int_equal(json_array_size(json_object_get(v, "cases")), 4);
+    json_decref(v);
+    snprintf(args, sizeof args, "verify --model %s --norm median", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+}
+
+static void test_bench(void **state) {
+    (void)state;
+    static char out[65536];
+    char args[2000], path[700];
+    snprintf(path, sizeof path, "%s/bench.json", g_dir);
+    snprintf(args, sizeof args, "bench --model %s --workload %s --counts 1 3 --repeats 1 --output %s --synthetic yes",
+             g_model, g_work, path);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "6 samples"));
+    assert_non_null(strstr(out, "generate_json"));
+    assert_non_null(strstr(out, "argmax agreement 100.0%"));
+    json_t *rec = NULL;
+    struct jev_error err = {0};
+    if (jev_bench_load_file(path, &rec, &err) != JEV_OK)
+        fail_msg("record: %s", err.msg);
+    assert_non_null(strstr(json_string_value(json_object_get(rec, "note")), "meaningless"));
+    json_decref(rec);
+    /* usage errors */
+    snprintf(args, sizeof args, "bench --model %s --counts 4 2", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "bench --model %s --backend cuda", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "bench --model %s --batch 0", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "bench --model %s --repeats", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decide), cmocka_unit_test(test_decide_errors),
+                                       cmocka_unit_test(test_verify), cmocka_unit_test(test_bench)};
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
