@@ -178,6 +178,38 @@ enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char
     return st;
 }
 
+/* ---- added-token split for builders ---- */
+
+struct split_added {
+    const char *base;     /* the (sanitized) text */
+    jev_added_span_fn fn; /* the caller's receiver */
+    void *ctx;            /* its context */
+};
+
+static enum jev_status on_split_added(void *ctx, size_t a, size_t b, int32_t id, struct jev_error *err) {
+    struct split_added *sa = ctx;
+    return sa->fn(sa->ctx, sa->base + a, b - a, id, err);
+}
+
+enum jev_status jev_tokenizer_split_added(const struct jev_tokenizer *tok, const char *text, size_t len,
+                                          jev_added_span_fn fn, void *ctx, struct jev_error *err) {
+    if (len > JEV_TOK_MAX_TEXT)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the %zu-byte limit", len,
+                        JEV_TOK_MAX_TEXT);
+    char *clean = NULL;
+    if (len > 0 && !jev_utf8_valid(text, len)) {
+        clean = malloc(3 * len);
+        if (clean == NULL)
+            return jev_fail(err, JEV_ERR_NOMEM, "tokenizer: out of memory for a text of %zu bytes", len);
+        len = jev_utf8_sanitize(text, len, clean);
+        text = clean;
+    }
+    struct split_added sa = {text, fn, ctx};
+    enum jev_status st = jev_added_run(tok, &tok->raw_set, text, len, on_split_added, &sa, err);
+    free(clean);
+    return st;
+}
+
 /* ---- decode ---- */
 
 enum jev_status jev_tokenizer_decode(const struct jev_tokenizer *tok, const jev_token *ids, size_t n, unsigned flags,
