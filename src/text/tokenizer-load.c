@@ -32,7 +32,7 @@
 #include "text/tokenizer-impl.h" // defines: struct jev_tokenizer and its parts
 #include "text/utf8.h"           // defines: jev_utf8_decode, jev_utf8_encode, jev_utf8_valid
 
-#define JEV_TOK_MAX_IDS (1 << 24)
+#define JEV_TOK_MAX_IDS (1 << 22)
 #define JEV_TOK_MAX_FILE ((size_t)1 << 30)
 #define PATH_MAX_LEN 160
 
@@ -320,7 +320,7 @@ static enum jev_status read_vocab(struct loader *L, json_t *vocab, struct jev_er
         if (id < 0 || id >= JEV_TOK_MAX_IDS) {
             char p[PATH_MAX_LEN];
             snprintf(p, sizeof p, "model.vocab[\"%.40s\"]", key);
-            return fail_fmt(L, err, p, "expected an id in [0, 16777216)");
+            return fail_fmt(L, err, p, "expected an id in [0, 4194304)");
         }
         if ((int32_t)id > max_id)
             max_id = (int32_t)id;
@@ -542,7 +542,7 @@ static enum jev_status scan_added(struct loader *L, const json_t *list, int32_t 
             return fail_fmt(L, err, p, "expected an object");
         const json_t *id = json_object_get(a, "id"), *c = json_object_get(a, "content");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= JEV_TOK_MAX_IDS)
-            return fail_fmt(L, err, p, "\"id\" must be an integer in [0, 16777216)");
+            return fail_fmt(L, err, p, "\"id\" must be an integer in [0, 4194304)");
         if (!json_is_string(c))
             return fail_fmt(L, err, p, "\"content\" must be a string");
         if ((int32_t)json_integer_value(id) > *max_id)
