@@ -34,6 +34,7 @@ void jev_prompt_free(struct jev_prompt *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* The stretch grows by doubling; a prompt is built once per request. */
 static enum jev_status stretch_append(struct jev_prompt *p, const char *s, size_t n, struct jev_error *err) {
     if (p->n_stretch + n > p->cap_stretch) {
         size_t cap = p->cap_stretch ? p->cap_stretch : 256;
@@ -55,6 +56,8 @@ static enum jev_status stretch_append(struct jev_prompt *p, const char *s, size_
 static enum jev_status flush(struct jev_prompt *p, struct jev_error *err) {
     if (p->n_stretch == 0)
         return JEV_OK;
+    /* a trusted-only stretch keeps added-token matching on, so normalized
+     * added tokens (which the raw split leaves in place) still match */
     unsigned flags = p->stretch_has_user ? JEV_TOK_NO_ADDED : 0;
     JEV_TRY(jev_tokenizer_encode(p->tok, p->stretch, p->n_stretch, flags, &p->ids, err));
     p->n_stretch = 0;
@@ -62,11 +65,15 @@ static enum jev_status flush(struct jev_prompt *p, struct jev_error *err) {
     return JEV_OK;
 }
 
+/* An id ends the stretch: text on both sides of an added token never merges
+ * in tokenizers either. */
 static enum jev_status push_id(struct jev_prompt *p, jev_token id, struct jev_error *err) {
     JEV_TRY(flush(p, err));
     return jev_tokens_push(&p->ids, id, err);
 }
 
+/* Looked up by content every call: a few string compares, and it keeps the
+ * builder free of any cached id that could go stale with another tokenizer. */
 enum jev_status jev_prompt_special_n(struct jev_prompt *p, const char *content, size_t count,
                                      struct jev_error *err) {
     jev_token id = jev_tokenizer_added_id(p->tok, content);
@@ -83,6 +90,8 @@ enum jev_status jev_prompt_special(struct jev_prompt *p, const char *content, st
     return jev_prompt_special_n(p, content, 1, err);
 }
 
+/* User text joins the stretch as is (after the U+FFFD rule) and marks it, so
+ * the flush encodes it with added-token matching off. */
 enum jev_status jev_prompt_user_text(struct jev_prompt *p, const char *text, size_t len, struct jev_error *err) {
     if (len == 0)
         return JEV_OK;
@@ -111,6 +120,8 @@ static enum jev_status on_template_span(void *ctx, const char *s, size_t n, jev_
     return stretch_append(p, s, n, err);
 }
 
+/* Template text is split at added tokens now; its text parts join the
+ * stretch like user text, but do not mark it. */
 enum jev_status jev_prompt_template(struct jev_prompt *p, const char *text, struct jev_error *err) {
     return jev_tokenizer_split_added(p->tok, text, strlen(text), on_template_span, p, err);
 }
@@ -145,6 +156,9 @@ enum jev_status jev_prompt_assistant_begin(struct jev_prompt *p, struct jev_erro
 }
 
 /* The length of the leading / trailing run of Python whitespace. */
+/* Python's str.strip() whitespace (str.isspace), which Jinja's trim uses;
+ * the text is valid UTF-8 here only after sanitizing, so ill-formed bytes
+ * simply stop the scan (they are not whitespace). */
 static size_t py_space_prefix(const char *s, size_t n) {
     size_t i = 0;
     while (i < n) {
@@ -171,6 +185,9 @@ static size_t py_space_suffix(const char *s, size_t n) {
     return n - end;
 }
 
+/* The template renders content = [image markup] + text and trims the whole
+ * content; with an image the leading end is markup, so only the text's end
+ * is trimmed. */
 enum jev_status jev_prompt_chat_user(struct jev_prompt *p, size_t n_pad, const char *text, size_t len,
                                      struct jev_error *err) {
     JEV_TRY(jev_prompt_user_begin(p, err));
@@ -199,6 +216,8 @@ struct out {
  * parser stops at 2048). */
 #define JEV_STATE_MAX_DEPTH 2048
 
+/* Appends n bytes, keeping the buffer NUL-terminated; an allocation failure
+ * is remembered and reported once at the end instead of at every call. */
 static void out_put(struct out *o, const char *s, size_t n) {
     if (o->oom)
         return;
@@ -227,7 +246,10 @@ static void out_indent(struct out *o, int level) {
         out_put(o, "  ", 2);
 }
 
-/* A JSON string as json.dumps(ensure_ascii=False) writes it. */
+/* A JSON string as json.dumps(ensure_ascii=False) writes it: CPython's
+ * ESCAPE set is exactly the control characters, '"' and '\\'; everything
+ * else, DEL and U+2028 included, is copied through. Plain runs are copied
+ * in one piece. */
 static void out_json_string(struct out *o, const char *s, size_t n) {
     out_put(o, "\"", 1);
     size_t run = 0; /* start of the pending run of plain bytes */
@@ -259,7 +281,11 @@ static void out_json_string(struct out *o, const char *s, size_t n) {
     out_put(o, "\"", 1);
 }
 
-/* float.__repr__: the shortest digit string that reads back as x. */
+/* float.__repr__: the shortest digit string that reads back as x. The digits
+ * come from the first %.Ne that round-trips through strtod (correctly
+ * rounded on glibc); the layout is CPython's format_float_short for 'r':
+ * scientific when the decimal point would sit more than 16 digits right or
+ * 4 or more zeros left, else positional with at least one decimal. */
 static void out_double(struct out *o, double x) {
     char tmp[40];
     for (int prec = 1; prec <= 17; prec++) {
@@ -320,6 +346,10 @@ static void out_double(struct out *o, double x) {
     out_put(o, buf, m);
 }
 
+/* CPython's _iterencode with indent=2: a container opens, each item goes on
+ * its own line one level deeper, items are separated by "," (no trailing
+ * space since Python 3.4 when indenting), the closer goes on its own line at
+ * the container's level; empty containers stay on one line. */
 static void render(struct out *o, const json_t *v, int level) {
     char buf[32];
     if (level > JEV_STATE_MAX_DEPTH) {
@@ -376,12 +406,15 @@ static void render(struct out *o, const json_t *v, int level) {
     }
 }
 
+/* A string state is used verbatim (not JSON-quoted): that is what the
+ * reference renderers do with a plain-text context. */
 enum jev_status jev_prompt_render_state(const json_t *state, char **out, size_t *len, struct jev_error *err) {
     *out = NULL;
     *len = 0;
     if (state == NULL)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "prompt: state is NULL");
     struct out o = {0};
+    /* json_string_length: a state may hold U+0000 */
     if (json_is_string(state))
         out_put(&o, json_string_value(state), json_string_length(state));
     else
