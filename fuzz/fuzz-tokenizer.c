@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/prompt.h"    // defines: jev_prompt_*
+#include "text/chat.h"    // defines: jev_chat_*
 #include "text/tokenizer.h" // defines: jev_tokenizer_*
 
 static struct jev_tokenizer *tok;
@@ -58,11 +58,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         jev_tokens_free(&ids);
     }
     /* the builder's user-text path with a frame around it */
-    struct jev_prompt p;
+    struct jev_chat p;
     struct jev_error err = {0};
-    jev_prompt_init(&p, tok);
-    if (jev_prompt_chat_user(&p, size % 3, text, size, &err) != JEV_OK || jev_prompt_finish(&p, &err) != JEV_OK)
+    jev_chat_init(&p, tok);
+    if (jev_chat_chat_user(&p, size % 3, text, size, &err) != JEV_OK || jev_chat_finish(&p, &err) != JEV_OK)
         abort();
-    jev_prompt_free(&p);
+    jev_chat_free(&p);
     return 0;
 }

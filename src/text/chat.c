@@ -1,6 +1,6 @@
 /*
  * prompt.c - the prompt builder, the Qwen3.5 chat frame and the state
- * renderer (contracts in prompt.h).
+ * renderer (contracts in chat.h).
  *
  * The frame strings below are the Qwen3.5 chat template's own markup
  * (spec/qwen35.md §8); every special token in them is resolved by content
@@ -13,7 +13,7 @@
  * \u00XX for other control characters, floats as float.__repr__ (shortest
  * round-trip digits, exponent form below 1e-4 and from 1e16 on).
  */
-#include "text/prompt.h" // defines: struct jev_prompt, jev_prompt_*
+#include "text/chat.h" // defines: struct jev_chat, jev_chat_*
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,19 +23,19 @@
 
 /* ---- builder ---- */
 
-void jev_prompt_init(struct jev_prompt *p, const struct jev_tokenizer *tok) {
+void jev_chat_init(struct jev_chat *p, const struct jev_tokenizer *tok) {
     memset(p, 0, sizeof *p);
     p->tok = tok;
 }
 
-void jev_prompt_free(struct jev_prompt *p) {
+void jev_chat_free(struct jev_chat *p) {
     jev_tokens_free(&p->ids);
     free(p->stretch);
     memset(p, 0, sizeof *p);
 }
 
 /* The stretch grows by doubling; a prompt is built once per request. */
-static enum jev_status stretch_append(struct jev_prompt *p, const char *s, size_t n, struct jev_error *err) {
+static enum jev_status stretch_append(struct jev_chat *p, const char *s, size_t n, struct jev_error *err) {
     if (p->n_stretch + n > p->cap_stretch) {
         size_t cap = p->cap_stretch ? p->cap_stretch : 256;
         while (cap < p->n_stretch + n)
@@ -53,7 +53,7 @@ static enum jev_status stretch_append(struct jev_prompt *p, const char *s, size_
 
 /* Encodes the open stretch. Trusted-only stretches were split at added
  * tokens already; a stretch with user text is encoded without any. */
-static enum jev_status flush(struct jev_prompt *p, struct jev_error *err) {
+static enum jev_status flush(struct jev_chat *p, struct jev_error *err) {
     if (p->n_stretch == 0)
         return JEV_OK;
     /* a trusted-only stretch keeps added-token matching on, so normalized
@@ -67,14 +67,14 @@ static enum jev_status flush(struct jev_prompt *p, struct jev_error *err) {
 
 /* An id ends the stretch: text on both sides of an added token never merges
  * in tokenizers either. */
-static enum jev_status push_id(struct jev_prompt *p, jev_token id, struct jev_error *err) {
+static enum jev_status push_id(struct jev_chat *p, jev_token id, struct jev_error *err) {
     JEV_TRY(flush(p, err));
     return jev_tokens_push(&p->ids, id, err);
 }
 
 /* Looked up by content every call: a few string compares, and it keeps the
  * builder free of any cached id that could go stale with another tokenizer. */
-enum jev_status jev_prompt_special_n(struct jev_prompt *p, const char *content, size_t count,
+enum jev_status jev_chat_special_n(struct jev_chat *p, const char *content, size_t count,
                                      struct jev_error *err) {
     jev_token id = jev_tokenizer_added_id(p->tok, content);
     if (id < 0)
@@ -86,13 +86,13 @@ enum jev_status jev_prompt_special_n(struct jev_prompt *p, const char *content, 
     return JEV_OK;
 }
 
-enum jev_status jev_prompt_special(struct jev_prompt *p, const char *content, struct jev_error *err) {
-    return jev_prompt_special_n(p, content, 1, err);
+enum jev_status jev_chat_special(struct jev_chat *p, const char *content, struct jev_error *err) {
+    return jev_chat_special_n(p, content, 1, err);
 }
 
 /* User text joins the stretch as is (after the U+FFFD rule) and marks it, so
  * the flush encodes it with added-token matching off. */
-enum jev_status jev_prompt_user_text(struct jev_prompt *p, const char *text, size_t len, struct jev_error *err) {
+enum jev_status jev_chat_user_text(struct jev_chat *p, const char *text, size_t len, struct jev_error *err) {
     if (len == 0)
         return JEV_OK;
     if (text == NULL)
@@ -114,7 +114,7 @@ enum jev_status jev_prompt_user_text(struct jev_prompt *p, const char *text, siz
 }
 
 static enum jev_status on_template_span(void *ctx, const char *s, size_t n, jev_token id, struct jev_error *err) {
-    struct jev_prompt *p = ctx;
+    struct jev_chat *p = ctx;
     if (id >= 0)
         return push_id(p, id, err);
     return stretch_append(p, s, n, err);
@@ -122,37 +122,37 @@ static enum jev_status on_template_span(void *ctx, const char *s, size_t n, jev_
 
 /* Template text is split at added tokens now; its text parts join the
  * stretch like user text, but do not mark it. */
-enum jev_status jev_prompt_template(struct jev_prompt *p, const char *text, struct jev_error *err) {
+enum jev_status jev_chat_template(struct jev_chat *p, const char *text, struct jev_error *err) {
     return jev_tokenizer_split_added(p->tok, text, strlen(text), on_template_span, p, err);
 }
 
-enum jev_status jev_prompt_mark(struct jev_prompt *p, size_t *n_ids, struct jev_error *err) {
+enum jev_status jev_chat_mark(struct jev_chat *p, size_t *n_ids, struct jev_error *err) {
     JEV_TRY(flush(p, err));
     *n_ids = p->ids.n;
     return JEV_OK;
 }
 
-enum jev_status jev_prompt_finish(struct jev_prompt *p, struct jev_error *err) { return flush(p, err); }
+enum jev_status jev_chat_finish(struct jev_chat *p, struct jev_error *err) { return flush(p, err); }
 
 /* ---- chat frame ---- */
 
-enum jev_status jev_prompt_user_begin(struct jev_prompt *p, struct jev_error *err) {
-    JEV_TRY(jev_prompt_special(p, "<|im_start|>", err));
-    return jev_prompt_template(p, "user\n", err);
+enum jev_status jev_chat_user_begin(struct jev_chat *p, struct jev_error *err) {
+    JEV_TRY(jev_chat_special(p, "<|im_start|>", err));
+    return jev_chat_template(p, "user\n", err);
 }
 
-enum jev_status jev_prompt_image(struct jev_prompt *p, size_t n_pad, struct jev_error *err) {
-    JEV_TRY(jev_prompt_special(p, "<|vision_start|>", err));
-    JEV_TRY(jev_prompt_special_n(p, "<|image_pad|>", n_pad, err));
-    return jev_prompt_special(p, "<|vision_end|>", err);
+enum jev_status jev_chat_image(struct jev_chat *p, size_t n_pad, struct jev_error *err) {
+    JEV_TRY(jev_chat_special(p, "<|vision_start|>", err));
+    JEV_TRY(jev_chat_special_n(p, "<|image_pad|>", n_pad, err));
+    return jev_chat_special(p, "<|vision_end|>", err);
 }
 
-enum jev_status jev_prompt_assistant_begin(struct jev_prompt *p, struct jev_error *err) {
-    JEV_TRY(jev_prompt_special(p, "<|im_end|>", err));
-    JEV_TRY(jev_prompt_template(p, "\n", err));
-    JEV_TRY(jev_prompt_special(p, "<|im_start|>", err));
+enum jev_status jev_chat_assistant_begin(struct jev_chat *p, struct jev_error *err) {
+    JEV_TRY(jev_chat_special(p, "<|im_end|>", err));
+    JEV_TRY(jev_chat_template(p, "\n", err));
+    JEV_TRY(jev_chat_special(p, "<|im_start|>", err));
     /* <think> and </think> are added tokens the template text matches */
-    return jev_prompt_template(p, "assistant\n<think>\n\n</think>\n\n", err);
+    return jev_chat_template(p, "assistant\n<think>\n\n</think>\n\n", err);
 }
 
 /* The length of the leading / trailing run of Python whitespace. */
@@ -188,17 +188,17 @@ static size_t py_space_suffix(const char *s, size_t n) {
 /* The template renders content = [image markup] + text and trims the whole
  * content; with an image the leading end is markup, so only the text's end
  * is trimmed. */
-enum jev_status jev_prompt_chat_user(struct jev_prompt *p, size_t n_pad, const char *text, size_t len,
+enum jev_status jev_chat_chat_user(struct jev_chat *p, size_t n_pad, const char *text, size_t len,
                                      struct jev_error *err) {
-    JEV_TRY(jev_prompt_user_begin(p, err));
+    JEV_TRY(jev_chat_user_begin(p, err));
     if (n_pad > 0)
-        JEV_TRY(jev_prompt_image(p, n_pad, err));
+        JEV_TRY(jev_chat_image(p, n_pad, err));
     /* |trim on the whole content: the leading end is the text's only
      * without an image */
     size_t lead = n_pad > 0 ? 0 : py_space_prefix(text, len);
     size_t trail = len > lead ? py_space_suffix(text + lead, len - lead) : 0;
-    JEV_TRY(jev_prompt_user_text(p, text + lead, len - lead - trail, err));
-    return jev_prompt_assistant_begin(p, err);
+    JEV_TRY(jev_chat_user_text(p, text + lead, len - lead - trail, err));
+    return jev_chat_assistant_begin(p, err);
 }
 
 /* ---- state rendering ---- */
@@ -408,7 +408,7 @@ static void render(struct out *o, const json_t *v, int level) {
 
 /* A string state is used verbatim (not JSON-quoted): that is what the
  * reference renderers do with a plain-text context. */
-enum jev_status jev_prompt_render_state(const json_t *state, char **out, size_t *len, struct jev_error *err) {
+enum jev_status jev_chat_render_state(const json_t *state, char **out, size_t *len, struct jev_error *err) {
     *out = NULL;
     *len = 0;
     if (state == NULL)
@@ -431,11 +431,11 @@ enum jev_status jev_prompt_render_state(const json_t *state, char **out, size_t 
     return JEV_OK;
 }
 
-enum jev_status jev_prompt_state(struct jev_prompt *p, const json_t *state, struct jev_error *err) {
+enum jev_status jev_chat_state(struct jev_chat *p, const json_t *state, struct jev_error *err) {
     char *text;
     size_t len;
-    JEV_TRY(jev_prompt_render_state(state, &text, &len, err));
-    enum jev_status st = jev_prompt_user_text(p, text, len, err);
+    JEV_TRY(jev_chat_render_state(state, &text, &len, err));
+    enum jev_status st = jev_chat_user_text(p, text, len, err);
     free(text);
     return st;
 }
