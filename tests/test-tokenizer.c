@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "base/pool.h"      // defines: jev_pool_*
 #include "text/tokenizer.h" // defines: jev_tokenizer_*
@@ -470,6 +471,41 @@ static void test_tiny_tokenizers_load(void **state) {
     json_decref(inputs);
 }
 
+/* ---- the CLI ---- */
+
+static void test_cli_json(void **state) {
+    (void)state;
+    const char *bin = getenv("JEV_JEV_BIN");
+    if (bin == NULL || !*bin)
+        bin = "build/jev";
+    const char *text = "Hi <|im_start|> \u00e9t\u00e9";  /* shell-safe; JSON escapes stay literal text */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s --json '%s'", bin, STANDIN, text);
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    char buf[8192];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    assert_int_equal(pclose(f), 0);
+    json_error_t jerr;
+    json_t *j = json_loads(buf, 0, &jerr);
+    assert_non_null(j);
+    struct jev_tokens ids = {0};
+    struct jev_error err = {0};
+    assert_int_equal(jev_tokenizer_encode(standin, text, strlen(text), 0, &ids, &err), JEV_OK);
+    assert_true(ids_equal(&ids, json_object_get(j, "ids")));
+    assert_string_equal(json_string_value(json_object_get(j, "decoded")), text);
+    jev_tokens_free(&ids);
+    json_decref(j);
+    /* a bad tokenizer path fails with status 1 and a message */
+    snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer tests/data/none.json x 2>&1", bin);
+    f = popen(cmd, "r");
+    n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    assert_int_equal(WEXITSTATUS(pclose(f)), 1);
+    assert_non_null(strstr(buf, "cannot open"));
+}
+
 /* ---- main ---- */
 
 static int setup(void **state) {
@@ -497,6 +533,7 @@ int main(void) {
         cmocka_unit_test(test_threads_share_one_tokenizer),
         cmocka_unit_test(test_loader_errors),
         cmocka_unit_test(test_tiny_tokenizers_load),
+        cmocka_unit_test(test_cli_json),
         cmocka_unit_test(test_golden_qwen3),
         cmocka_unit_test(test_golden_qwen35_regex),
         cmocka_unit_test(test_golden_features),

@@ -36,6 +36,8 @@ uint64_t jev_tok_hash(const void *s, size_t n) {
     return h;
 }
 
+/* Linear probing; the table is at most half full, so a miss ends at an empty
+ * slot quickly. The key comparison goes through the piece tables. */
 int32_t jev_strmap_get(const struct jev_strmap *m, const char *s, size_t n) {
     if (m->slots == NULL)
         return -1;
@@ -56,6 +58,8 @@ static inline uint32_t merge_slot(uint64_t key, uint32_t mask) {
     return (uint32_t)(h >> 32) & mask;
 }
 
+/* Fibonacci hashing of the packed pair spreads consecutive ids well; the
+ * merge loop calls this a few times per merge, so it is kept branch-light. */
 bool jev_mergemap_get(const struct jev_mergemap *m, int32_t a, int32_t b, uint32_t *rank, int32_t *merged) {
     if (m->keys == NULL)
         return false;
@@ -118,6 +122,8 @@ static inline bool cand_less(const struct cand *a, const struct cand *b) {
     return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
 }
 
+/* A binary min-heap on (rank, position): tokenizers uses a d-ary heap with
+ * the same order, and the order alone decides the result. */
 static void heap_push(struct cand *h, size_t *n, struct cand c) {
     size_t i = (*n)++;
     while (i > 0) {
@@ -147,6 +153,9 @@ static struct cand heap_pop(struct cand *h, size_t *n) {
     return top;
 }
 
+/* Grows the per-call symbol and heap arrays to hold a word of n symbols;
+ * doubling keeps the number of reallocations logarithmic in the longest
+ * word of the call. */
 static enum jev_status scratch_reserve(struct jev_bpe_scratch *s, size_t n, struct jev_error *err) {
     if (n <= s->cap)
         return JEV_OK;
@@ -185,6 +194,9 @@ static void sym_add(struct sym *syms, size_t *n, int32_t id, uint32_t len) {
         syms[i - 1].next = (int32_t)i;
 }
 
+/* BPE::tokenize for one word: the ignore_merges shortcut, merge_word (one
+ * symbol per character, unknown characters handled as tokenizers does), then
+ * merge_all, then the surviving symbols in order. */
 enum jev_status jev_bpe_word(const struct jev_bpe *bpe, const unsigned char *w, size_t n, struct jev_bpe_scratch *s,
                              struct jev_tokens *out, struct jev_error *err) {
     if (n == 0)

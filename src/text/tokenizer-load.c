@@ -32,7 +32,7 @@
 #include "text/tokenizer-impl.h" // defines: struct jev_tokenizer and its parts
 #include "text/utf8.h"           // defines: jev_utf8_decode, jev_utf8_encode, jev_utf8_valid
 
-#define JEV_TOK_MAX_IDS (1 << 24)
+#define JEV_TOK_MAX_IDS (1 << 22)
 #define JEV_TOK_MAX_FILE ((size_t)1 << 30)
 #define PATH_MAX_LEN 160
 
@@ -47,6 +47,9 @@ struct loader {
 
 /* ---- JSON helpers ---- */
 
+/* Failure helpers: every message is "<file>: <JSON path>: <what>", so the
+ * user can find the offending spot without reading the loader. FORMAT is for
+ * malformed input, UNSUPPORTED for valid input jev does not implement. */
 static enum jev_status fail_fmt(struct loader *L, struct jev_error *err, const char *path, const char *what) {
     return jev_fail(err, JEV_ERR_FORMAT, "%s: %s: %s", L->name, path, what);
 }
@@ -87,11 +90,16 @@ static enum jev_status get_bool(struct loader *L, const json_t *obj, const char 
     return JEV_OK;
 }
 
-/* Describes a type name for messages: quotes it, cuts long names. */
+/* Describes a type name for messages: quotes it, cuts long names (a hostile
+ * file should not be able to push the JSON path out of the message). */
 static void quote_name(char *buf, size_t size, const char *s) { snprintf(buf, size, "\"%.40s\"", s); }
 
 /* ---- normalizer ---- */
 
+/* Appends the normalizer at path (recursing through Sequence) to the
+ * tokenizer's list of utf8proc option sets. The four Unicode normal forms map
+ * one to one onto utf8proc flags; STABLE keeps the result stable across
+ * Unicode versions for assigned characters, as the standard forms require. */
 static enum jev_status parse_normalizer(struct loader *L, const json_t *n, const char *path, struct jev_error *err) {
     if (n == NULL || json_is_null(n))
         return JEV_OK;
@@ -135,6 +143,8 @@ static enum jev_status parse_normalizer(struct loader *L, const json_t *n, const
 
 /* ---- pre-tokenizer ---- */
 
+/* Reads one Split step: the pattern (a Regex compiled now, so a bad regex
+ * fails at load and not at the first encode), the behaviour and invert. */
 static enum jev_status parse_split(struct loader *L, const json_t *n, const char *path, struct jev_pretok *st,
                                    struct jev_error *err) {
     char p[PATH_MAX_LEN];
@@ -182,6 +192,11 @@ static enum jev_status parse_split(struct loader *L, const json_t *n, const char
 static const char gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
+/* Appends the pre-tokenizer at path, flattening Sequences: tokenizers applies
+ * a Sequence's members one after the other to every piece, which is what a
+ * flat list of steps does too. ByteLevel must come last, because BPE here
+ * works on raw bytes and the byte mapping is implicit in it (a step after
+ * ByteLevel would see mapped characters). */
 static enum jev_status parse_pretok(struct loader *L, const json_t *n, const char *path, struct jev_error *err) {
     if (n == NULL || json_is_null(n))
         return JEV_OK;
@@ -231,6 +246,8 @@ static enum jev_status parse_pretok(struct loader *L, const json_t *n, const cha
 
 /* ---- decoder and post-processor ---- */
 
+/* The decoder only decides how ids turn back into bytes; decode tables are
+ * built from it at load (build_decoded). */
 static enum jev_status parse_decoder(struct loader *L, const json_t *n, struct jev_error *err) {
     if (n == NULL || json_is_null(n)) {
         L->t->decoder = JEV_DECODER_NONE;
@@ -248,6 +265,9 @@ static enum jev_status parse_decoder(struct loader *L, const json_t *n, struct j
     return fail_unsup(L, err, "decoder.type", what);
 }
 
+/* Post-processors are validated but not kept: with add_special_tokens=False
+ * tokenizers returns the encoding unchanged for all of these. An unknown one
+ * is still an error, since its effect cannot be known. */
 static enum jev_status parse_post(struct loader *L, const json_t *n, const char *path, struct jev_error *err) {
     if (n == NULL || json_is_null(n))
         return JEV_OK;
@@ -282,6 +302,9 @@ static enum jev_status parse_post(struct loader *L, const json_t *n, const char 
 /* ---- model ---- */
 
 /* Builds the string -> id hash over the model pieces. */
+/* The hash has at least twice as many slots as pieces, so linear probing
+ * stays short; keys are not copied, the slots point back into the piece
+ * tables by id. */
 static enum jev_status build_vocab_map(struct loader *L, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     struct jev_strmap *m = &t->bpe.vocab;
@@ -306,11 +329,14 @@ static enum jev_status build_vocab_map(struct loader *L, struct jev_error *err) 
     return JEV_OK;
 }
 
+/* First pass over model.vocab: validates every id and finds the highest one,
+ * which sizes the per-id tables before anything is copied. */
 static enum jev_status read_vocab(struct loader *L, json_t *vocab, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     if (!json_is_object(vocab))
         return fail_fmt(L, err, "model.vocab", "expected an object of piece -> id");
-    /* First pass: sizes and the id range. */
+    /* First pass: sizes and the id range. Ids are checked against the cap
+     * before anything is sized from them. */
     size_t blob = 0;
     int32_t max_id = -1;
     for (void *iter = json_object_iter(vocab); iter; iter = json_object_iter_next(vocab, iter)) {
@@ -320,7 +346,7 @@ static enum jev_status read_vocab(struct loader *L, json_t *vocab, struct jev_er
         if (id < 0 || id >= JEV_TOK_MAX_IDS) {
             char p[PATH_MAX_LEN];
             snprintf(p, sizeof p, "model.vocab[\"%.40s\"]", key);
-            return fail_fmt(L, err, p, "expected an id in [0, 16777216)");
+            return fail_fmt(L, err, p, "expected an id in [0, 4194304)");
         }
         if ((int32_t)id > max_id)
             max_id = (int32_t)id;
@@ -334,6 +360,9 @@ static enum jev_status read_vocab(struct loader *L, json_t *vocab, struct jev_er
     return JEV_OK;
 }
 
+/* Second pass: copies the pieces into one blob (one allocation instead of
+ * 150k small strings) and records offset and length by id. Two pieces with one
+ * id would make id -> piece ambiguous, so that is refused. */
 static enum jev_status fill_vocab(struct loader *L, json_t *vocab, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     size_t blob = 0;
@@ -362,6 +391,8 @@ static enum jev_status fill_vocab(struct loader *L, json_t *vocab, struct jev_er
 }
 
 /* Reads one merge as its two strings. */
+/* The two halves of merge i. The whole list must use one form (tokenizers
+ * reads it as either a list of strings or a list of pairs). */
 static enum jev_status merge_parts(struct loader *L, const json_t *m, size_t i, bool tuple, const char **a,
                                    size_t *alen, const char **b, size_t *blen, struct jev_error *err) {
     char p[PATH_MAX_LEN];
@@ -391,6 +422,9 @@ static enum jev_status merge_parts(struct loader *L, const json_t *m, size_t i, 
     return JEV_OK;
 }
 
+/* Builds the merge-rank hash: (left id, right id) -> (rank, merged id). The
+ * merged piece a + b must be in the vocabulary, as tokenizers requires; the
+ * ids are resolved once here so the merge loop never touches strings. */
 static enum jev_status read_merges(struct loader *L, const json_t *merges, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     if (merges == NULL || json_is_null(merges))
@@ -400,8 +434,10 @@ static enum jev_status read_merges(struct loader *L, const json_t *merges, struc
     size_t n = json_array_size(merges);
     if (n == 0)
         return JEV_OK;
+    /* the first entry decides the form for the whole list */
     bool tuple = json_is_array(json_array_get(merges, 0));
     struct jev_mergemap *mm = &t->bpe.merges;
+    /* at most half full, like the vocabulary hash */
     uint32_t size = 16;
     while (size < 2 * n + 2 && size < (1u << 31))
         size *= 2;
@@ -462,6 +498,8 @@ static enum jev_status read_merges(struct loader *L, const json_t *merges, struc
     return st;
 }
 
+/* Checks the BPE options and sizes the vocabulary; the tables are filled by
+ * finish_model once the id range (vocabulary and added tokens) is known. */
 static enum jev_status parse_model(struct loader *L, const json_t *m, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     if (!json_is_object(m))
@@ -493,6 +531,8 @@ static enum jev_status parse_model(struct loader *L, const json_t *m, struct jev
 }
 
 /* After the tables exist: vocabulary, merges, unk and byte tables. */
+/* unk_token is resolved lazily like tokenizers does: a name missing from the
+ * vocabulary only fails when an unknown character needs it. */
 static enum jev_status finish_model(struct loader *L, const json_t *m, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     JEV_TRY(fill_vocab(L, json_object_get(m, "vocab"), err));
@@ -506,6 +546,9 @@ static enum jev_status finish_model(struct loader *L, const json_t *m, struct je
         t->bpe.unk_id = id >= 0 ? id : -2; /* tokenizers fails only when an unk is needed */
     }
     t->bpe.byte_level = t->n_pretok > 0 && t->pretok[t->n_pretok - 1].kind == JEV_PRETOK_BYTE_LEVEL;
+    /* The one-character token of each byte (byte-level mode) and the "<0xAB>"
+     * token of each byte (byte_fallback), looked up once so the merge loop
+     * starts from ids. */
     for (int b = 0; b < 256; b++) {
         char buf[8];
         size_t n = jev_utf8_encode(jev_byte_level_char((unsigned char)b), buf);
@@ -542,7 +585,7 @@ static enum jev_status scan_added(struct loader *L, const json_t *list, int32_t 
             return fail_fmt(L, err, p, "expected an object");
         const json_t *id = json_object_get(a, "id"), *c = json_object_get(a, "content");
         if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= JEV_TOK_MAX_IDS)
-            return fail_fmt(L, err, p, "\"id\" must be an integer in [0, 16777216)");
+            return fail_fmt(L, err, p, "\"id\" must be an integer in [0, 4194304)");
         if (!json_is_string(c))
             return fail_fmt(L, err, p, "\"content\" must be a string");
         if ((int32_t)json_integer_value(id) > *max_id)
@@ -551,6 +594,10 @@ static enum jev_status scan_added(struct loader *L, const json_t *list, int32_t 
     return JEV_OK;
 }
 
+/* Adds the added tokens in file order, computing each id by tokenizers' rule
+ * and refusing a file whose "id" disagrees. A normalized token is matched by
+ * its normalized content, so that is computed now with the file's
+ * normalizer. */
 static enum jev_status read_added(struct loader *L, const json_t *list, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     size_t n = list ? json_array_size(list) : 0;
@@ -574,6 +621,9 @@ static enum jev_status read_added(struct loader *L, const json_t *list, struct j
                 return fail_unsup(L, err, p, "content repeats an earlier added token");
         /* the id tokenizers gives this token */
         int32_t id = added_or_model_id(t, t->n_added, content, len);
+        /* a new token: the vocabulary's entry count when no added token is
+         * above it yet, else one past the highest added id (tokenizers'
+         * AddedVocabulary::add_tokens) */
         if (id < 0)
             id = max_added < 0 ? L->n_vocab : (max_added >= L->n_vocab || L->n_vocab == 0) ? max_added + 1 : L->n_vocab;
         if (id != file_id) {
@@ -607,6 +657,7 @@ static enum jev_status read_added(struct loader *L, const json_t *list, struct j
                 ad->pattern_len = nlen;
             }
         }
+        /* id -> added token, for id_to_token and is_special */
         if (t->added_of_id[id] < 0)
             t->added_of_id[id] = t->n_added - 1;
         if (id > max_added)
@@ -622,6 +673,7 @@ static enum jev_status build_set(struct loader *L, struct jev_added_set *set, bo
     set->order = malloc((size_t)(t->n_added ? t->n_added : 1) * sizeof *set->order);
     if (set->order == NULL)
         return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", L->name);
+    /* counting sort by first byte: bucket b is order[first[b] .. first[b+1]) */
     uint32_t count[256] = {0};
     for (int32_t i = 0; i < t->n_added; i++)
         if (t->added[i].normalized == normalized && t->added[i].pattern_len > 0)
@@ -672,6 +724,8 @@ static size_t decoded_piece(enum jev_decoder_kind dec, const char *p, size_t n, 
     return n;
 }
 
+/* Precomputes the bytes every id decodes to, so decode is a table lookup and
+ * a copy per id. */
 static enum jev_status build_decoded(struct loader *L, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     size_t total = 0;
@@ -703,6 +757,9 @@ static enum jev_status build_decoded(struct loader *L, struct jev_error *err) {
 
 /* ---- entry points ---- */
 
+/* Fills the tokenizer from the parsed JSON. Order matters: the normalizer
+ * before the added tokens (their normalized patterns), the pre-tokenizer
+ * before the model (byte-level or not), the id range before any table. */
 static enum jev_status load_tree(struct loader *L, const json_t *root, struct jev_error *err) {
     struct jev_tokenizer *t = L->t;
     if (!json_is_object(root))
@@ -726,7 +783,8 @@ static enum jev_status load_tree(struct loader *L, const json_t *root, struct je
     JEV_TRY(scan_added(L, added, &max_added, err));
     if (max_added + 1 > t->n_ids)
         t->n_ids = max_added + 1;
-    /* the per-id tables */
+    /* the per-id tables, sized once for vocabulary and added tokens together;
+     * ids that neither uses stay "no piece" and decode refuses them */
     size_t n = (size_t)(t->n_ids > 0 ? t->n_ids : 1);
     t->model_off = malloc(n * sizeof *t->model_off);
     t->model_len = malloc(n * sizeof *t->model_len);
@@ -747,11 +805,14 @@ static enum jev_status load_tree(struct loader *L, const json_t *root, struct je
     return build_decoded(L, err);
 }
 
+/* Parses with JSON_ALLOW_NUL because a token may contain U+0000; every
+ * string is then read with its length, never with strlen. */
 enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const char *name,
                                           struct jev_tokenizer **out, struct jev_error *err) {
     *out = NULL;
     struct loader L = {.name = name ? name : "tokenizer.json", .max_vocab_id = -1};
     json_error_t jerr;
+    /* jansson validates UTF-8 in every string, so all pieces are valid */
     json_t *root = json_loadb(json, len, JSON_ALLOW_NUL, &jerr);
     if (root == NULL)
         return jev_fail(err, JEV_ERR_FORMAT, "%s: invalid JSON at line %d column %d: %s", L.name, jerr.line,
@@ -771,6 +832,8 @@ enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const ch
     return JEV_OK;
 }
 
+/* Reads the whole file first (growing a buffer, so pipes work too) and then
+ * parses it from memory: one code path for files and buffers. */
 enum jev_status jev_tokenizer_load(const char *path, struct jev_tokenizer **out, struct jev_error *err) {
     *out = NULL;
     FILE *f = fopen(path, "rb");

@@ -103,6 +103,9 @@ static char *rewrite_pattern(const char *p, size_t n, size_t *out_len) {
     return o;
 }
 
+/* Compiles with UTF (patterns and subjects are UTF-8), UCP (Unicode classes
+ * for \d \w \b) and MULTILINE (Oniguruma's ^ and $). The pattern itself is
+ * checked by PCRE2; subjects are not, because encode sanitizes them first. */
 enum jev_status jev_regex_compile(const char *pattern, size_t len, const char *where, pcre2_code **out,
                                   struct jev_error *err) {
     size_t plen = 0;
@@ -166,6 +169,10 @@ static int regex_search(const pcre2_code *re, const char *s, size_t n, size_t fr
     return 1;
 }
 
+/* onig's find_iter, which tokenizers' SysRegex uses: search from the end of
+ * the last match; an empty match is kept unless it sits exactly where the
+ * previous match ended, in which case the search steps one character. Gaps
+ * between matches are reported as non-match spans, so the spans tile s. */
 enum jev_status jev_regex_spans(const pcre2_code *re, const char *s, size_t n, struct jev_split_scratch *sc,
                                 jev_span_fn fn, void *ctx, struct jev_error *err) {
     if (n == 0)
@@ -178,7 +185,7 @@ enum jev_status jev_regex_spans(const pcre2_code *re, const char *s, size_t n, s
         size_t ov[2] = {0, 0};
         int r = regex_search(re, s, n, from, sc, ov, err);
         if (r < 0)
-            return err->status;
+            return (enum jev_status)-r;
         if (r == 0)
             break;
         if (ov[0] == ov[1] && have_last && last_end == ov[1]) {
@@ -301,6 +308,8 @@ static enum jev_status literal_spans(const struct jev_pretok *step, const char *
     return JEV_OK;
 }
 
+/* One Split step over one piece: spans from the regex or the literal, folded
+ * into pieces by the behaviour, the pending piece flushed at the end. */
 enum jev_status jev_split_run(const struct jev_pretok *step, const char *s, size_t n, struct jev_split_scratch *sc,
                               jev_piece_fn fn, void *ctx, struct jev_error *err) {
     struct split_state st = {.step = step, .fn = fn, .ctx = ctx};
@@ -314,6 +323,9 @@ enum jev_status jev_split_run(const struct jev_pretok *step, const char *s, size
 /* ---- added tokens ---- */
 
 /* The first token of set matching at s[i..n) (longest first), or -1. */
+/* Buckets are sorted longest first, so the first hit is the longest token
+ * starting here: together with scanning positions left to right this is
+ * aho-corasick's leftmost-longest rule. */
 static int32_t added_at(const struct jev_tokenizer *t, const struct jev_added_set *set, const char *s, size_t n,
                         size_t i) {
     unsigned char b = (unsigned char)s[i];
@@ -325,6 +337,7 @@ static int32_t added_at(const struct jev_tokenizer *t, const struct jev_added_se
     return -1;
 }
 
+/* The regex crate's \w$ and ^\w tests of tokenizers' single_word rule. */
 static bool ends_with_word(const char *s, size_t end) {
     if (end == 0)
         return false;
@@ -341,6 +354,10 @@ static bool starts_with_word(const char *s, size_t start, size_t n) {
     return jev_unicode_is_word(cp);
 }
 
+/* AddedVocabulary::find_matches: a match that fails single_word is skipped
+ * but still consumed (the automaton does not look inside it again); lstrip
+ * never reaches back past the previous token; rstrip may run into the next
+ * match, exactly as in tokenizers. */
 enum jev_status jev_added_run(const struct jev_tokenizer *t, const struct jev_added_set *set, const char *s, size_t n,
                               jev_added_fn fn, void *ctx, struct jev_error *err) {
     size_t start_offset = 0; /* end of the last emitted token */
@@ -393,6 +410,8 @@ enum jev_status jev_added_run(const struct jev_tokenizer *t, const struct jev_ad
 
 /* ---- normalizer ---- */
 
+/* The steps run one after the other on utf8proc's output. utf8proc_map
+ * allocates; that happens once per text stretch, not per word. */
 enum jev_status jev_tok_normalize(const struct jev_tokenizer *t, const char *s, size_t n, char **out,
                                   size_t *out_len, bool *owned, struct jev_error *err) {
     *out = (char *)(uintptr_t)s;

@@ -21,6 +21,7 @@
 
 /* ---- id arrays ---- */
 
+/* Doubling growth: encode reserves per word, so appends stay amortised O(1). */
 enum jev_status jev_tokens_reserve(struct jev_tokens *t, size_t more, struct jev_error *err) {
     if (t->n + more <= t->cap)
         return JEV_OK;
@@ -144,6 +145,9 @@ static enum jev_status on_raw_span(void *ctx, size_t a, size_t b, int32_t id, st
     return encode_segment(st->e, st->base + a, b - a, err);
 }
 
+/* Sanitizes once (only when the text is not valid UTF-8, which is checked
+ * eight ASCII bytes at a time), then runs the pipeline; on failure the ids
+ * appended so far are dropped so the caller's array is unchanged. */
 enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                      struct jev_tokens *out, struct jev_error *err) {
     if (tok == NULL || out == NULL || (text == NULL && len > 0))
@@ -178,8 +182,43 @@ enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char
     return st;
 }
 
+/* ---- added-token split for builders ---- */
+
+struct split_added {
+    const char *base;     /* the (sanitized) text */
+    jev_added_span_fn fn; /* the caller's receiver */
+    void *ctx;            /* its context */
+};
+
+static enum jev_status on_split_added(void *ctx, size_t a, size_t b, int32_t id, struct jev_error *err) {
+    struct split_added *sa = ctx;
+    return sa->fn(sa->ctx, sa->base + a, b - a, id, err);
+}
+
+enum jev_status jev_tokenizer_split_added(const struct jev_tokenizer *tok, const char *text, size_t len,
+                                          jev_added_span_fn fn, void *ctx, struct jev_error *err) {
+    if (len > JEV_TOK_MAX_TEXT)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the %zu-byte limit", len,
+                        JEV_TOK_MAX_TEXT);
+    char *clean = NULL;
+    if (len > 0 && !jev_utf8_valid(text, len)) {
+        clean = malloc(3 * len);
+        if (clean == NULL)
+            return jev_fail(err, JEV_ERR_NOMEM, "tokenizer: out of memory for a text of %zu bytes", len);
+        len = jev_utf8_sanitize(text, len, clean);
+        text = clean;
+    }
+    struct split_added sa = {text, fn, ctx};
+    enum jev_status st = jev_added_run(tok, &tok->raw_set, text, len, on_split_added, &sa, err);
+    free(clean);
+    return st;
+}
+
 /* ---- decode ---- */
 
+/* Two passes: validate every id and size the output, then copy the
+ * precomputed bytes; the U+FFFD rule runs over the concatenation, as
+ * from_utf8_lossy does, so a character split across two tokens survives. */
 enum jev_status jev_tokenizer_decode(const struct jev_tokenizer *tok, const jev_token *ids, size_t n, unsigned flags,
                                      char **out, size_t *out_len, struct jev_error *err) {
     *out = NULL;
@@ -225,6 +264,8 @@ enum jev_status jev_tokenizer_decode(const struct jev_tokenizer *tok, const jev_
 
 int32_t jev_tokenizer_vocab_size(const struct jev_tokenizer *tok) { return tok->n_ids; }
 
+/* Added tokens take precedence over model pieces, like tokenizers'
+ * id_to_token (an added token can reuse a model id). */
 const char *jev_tokenizer_piece(const struct jev_tokenizer *tok, jev_token id, size_t *len) {
     if (id < 0 || id >= tok->n_ids)
         return NULL;
@@ -249,6 +290,8 @@ const char *jev_tokenizer_piece_bytes(const struct jev_tokenizer *tok, jev_token
     return tok->dec_blob + tok->dec_off[id];
 }
 
+/* A linear scan of the added tokens: there are tens of them and this is not
+ * on a hot path. */
 jev_token jev_tokenizer_piece_to_id(const struct jev_tokenizer *tok, const char *piece, size_t len) {
     for (int32_t i = 0; i < tok->n_added; i++)
         if (tok->added[i].len == len && memcmp(tok->added[i].content, piece, len) == 0)
@@ -273,6 +316,8 @@ bool jev_tokenizer_is_special(const struct jev_tokenizer *tok, jev_token id) {
 
 /* ---- free ---- */
 
+/* Frees everything the loader made; safe on a partly loaded tokenizer, which
+ * is how load failures clean up. */
 void jev_tokenizer_free(struct jev_tokenizer *tok) {
     if (tok == NULL)
         return;

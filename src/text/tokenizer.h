@@ -6,7 +6,7 @@
  * What it is: the loader (file or memory buffer), encode, decode and the id
  * <-> piece lookups. Everything comes from the file; nothing about Qwen (ids,
  * regex, special tokens) is written here.
- * What it is not: a chat template engine (text/prompt.h builds prompts), a
+ * What it is not: a chat template engine (text/chat.h builds prompts), a
  * trainer, or a full tokenizers port: the supported components are listed in
  * docs/tokenizer.md, and any other component is a load error naming the JSON
  * path ("pre_tokenizer.pretokenizers[1].type: \"Metaspace\" is not supported").
@@ -87,6 +87,19 @@ void jev_tokenizer_free(struct jev_tokenizer *tok);
  * its length from before the call. */
 enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                      struct jev_tokens *out, struct jev_error *err);
+
+/* Receives the pieces of jev_tokenizer_split_added: text (id -1) or an
+ * added token (id >= 0, s/n its matched text). */
+typedef enum jev_status (*jev_added_span_fn)(void *ctx, const char *s, size_t n, jev_token id,
+                                             struct jev_error *err);
+
+/* Splits trusted text at the added tokens that encode would match on the raw
+ * text (non-normalized ones, leftmost-longest, with lstrip/rstrip/single_word)
+ * and calls fn for each piece in order. Ill-formed UTF-8 is replaced first, as
+ * in encode. For builders that join text from several sources before BPE
+ * (text/chat.h). */
+enum jev_status jev_tokenizer_split_added(const struct jev_tokenizer *tok, const char *text, size_t len,
+                                          jev_added_span_fn fn, void *ctx, struct jev_error *err);
 
 /* Decodes ids to UTF-8 text exactly like tokenizers' decode: pieces through
  * the decoder (ByteLevel: back to bytes), then ill-formed UTF-8 -> U+FFFD.

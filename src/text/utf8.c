@@ -53,6 +53,8 @@ size_t jev_utf8_next(const unsigned char *s, size_t n, size_t *bad) {
     return need + 1;
 }
 
+/* The common case is valid text, so this runs before any copy: encode only
+ * sanitizes (and allocates) when it finds an ill-formed byte. */
 bool jev_utf8_valid(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0;
@@ -74,6 +76,8 @@ bool jev_utf8_valid(const char *s, size_t n) {
     return true;
 }
 
+/* One pass with the same scanner, so validation and replacement can never
+ * disagree about where a sequence ends. */
 size_t jev_utf8_sanitize(const char *s, size_t n, char *out) {
     const unsigned char *u = (const unsigned char *)s;
     size_t i = 0, o = 0;
@@ -94,6 +98,8 @@ size_t jev_utf8_sanitize(const char *s, size_t n, char *out) {
 
 /* ---- code points ---- */
 
+/* No checks: callers only decode text that jev_utf8_valid accepted or that
+ * jev_utf8_sanitize produced. */
 size_t jev_utf8_decode(const unsigned char *s, uint32_t *cp) {
     if (s[0] < 0x80) {
         *cp = s[0];
@@ -112,6 +118,7 @@ size_t jev_utf8_decode(const unsigned char *s, uint32_t *cp) {
     return 4;
 }
 
+/* Steps back over continuation bytes (10xxxxxx) to the lead byte. */
 size_t jev_utf8_prev(const unsigned char *s, size_t end) {
     size_t i = end - 1;
     while (i > 0 && (s[i] & 0xC0) == 0x80)
@@ -119,6 +126,7 @@ size_t jev_utf8_prev(const unsigned char *s, size_t end) {
     return i;
 }
 
+/* Callers pass code points they decoded or the byte-level alphabet (< 0x144). */
 size_t jev_utf8_encode(uint32_t cp, char *out) {
     unsigned char *o = (unsigned char *)out;
     if (cp < 0x80) {
@@ -153,6 +161,8 @@ bool jev_unicode_is_white_space(uint32_t cp) {
            cp == 0x3000;
 }
 
+/* utf8proc's tables carry both the category and the bidi class, which is
+ * exactly what CPython's _PyUnicode_IsWhitespace is generated from. */
 bool jev_unicode_is_py_space(uint32_t cp) {
     if (cp > 0x10FFFF)
         return false;
@@ -161,6 +171,8 @@ bool jev_unicode_is_py_space(uint32_t cp) {
            p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
 }
 
+/* Used only for added tokens with single_word, which Qwen's file has none
+ * of; the approximation is documented in utf8.h. */
 bool jev_unicode_is_word(uint32_t cp) {
     if (cp == '_' || cp == 0x200C || cp == 0x200D)
         return true;
