@@ -113,8 +113,41 @@ JEV_API enum jev_status jev_engine_init(struct jev_model *model, const struct je
                                         struct jev_engine **out);
 JEV_API void jev_engine_free(struct jev_engine *engine);
 
-/* The detail text of the last failure on this engine; valid until the next call on it. */
+/* The detail text of the last failure on this engine; valid until the next call on it.
+ * When jev_engine_init fails, *out is still set (unless the engine itself could not be
+ * allocated) so that this can say why; free it with jev_engine_free. */
 JEV_API const char *jev_engine_last_error(const struct jev_engine *engine);
+
+/* ---- decisions ---- */
+
+/* A decider answers decision requests on one engine (one thread at a time). It holds the
+ * tokenizer, the checked label sets and the vision tower's buffers. */
+struct jev_decider;
+
+enum jev_request_format {
+    JEV_REQUEST_SYSTEMONE = 0, /* the body of POST /v1/systemone */
+    JEV_REQUEST_OPENAI = 1,    /* the body of POST /v1/decisions (OpenAI shape) */
+};
+
+/* Builds a decider over model and an engine made from it (neither is owned; both must
+ * outlive it). On failure *out is NULL and jev_engine_last_error(engine) says why. */
+JEV_API enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *engine,
+                                         struct jev_decider **out);
+JEV_API void jev_decider_close(struct jev_decider *decider);
+
+/*
+ * Answers one request body (JSON, `len` bytes) on the shared path with label scoring:
+ * validates it, runs the image and the state once, forks per question and assembles the
+ * typed answers. *response (malloc'd; free with jev_free) is the response body on success
+ * and the error body ({"error": {"message", "type", "code"}}) otherwise; *http_status (may
+ * be NULL) is the status an HTTP server should send (200, 400, 413, 422, 500 or 501).
+ */
+JEV_API enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
+                                        enum jev_request_format format, char **response,
+                                        int32_t *http_status);
+
+/* Frees memory the library returned to the caller. */
+JEV_API void jev_free(void *p);
 
 #ifdef __cplusplus
 }

@@ -60,10 +60,11 @@ static const char *path_color(const char *path, int index) {
     return palette[index % 6];
 }
 
-/* Line style per source: files solid, dotted, dash-dot; the reference dashed. */
+/* Line style per source: files solid, dotted, dash-dot, long-short, dash-dot-dot, then the
+ * cycle repeats; the reference dashed. */
 static const char *source_dash(const struct jev_report_src *s, int file_index) {
-    static const char *const dashes[] = {"", "2 3", "10 3 2 3"};
-    return s->reference ? "7 4" : dashes[file_index % 3];
+    static const char *const dashes[] = {"", "2 3", "10 3 2 3", "14 4 4 4", "8 3 2 3 2 3"};
+    return s->reference ? "7 4" : dashes[file_index % 5];
 }
 
 /* Data -> canvas: log10 positions scaled into the plot area; y grows downwards in SVG. */
