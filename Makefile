@@ -19,7 +19,7 @@ WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prot
             -Wpointer-arith -Wcast-qual -Wdouble-promotion -Wno-unused-parameter -Werror
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -Iinclude -Isrc
 LDFLAGS  += $(SANITIZE) -pthread
-LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lm
+LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm
 # PORTABLE=1: a binary for the GPU machine (another distribution): every
 # library static except libspng (Debian ships no .a), which is carried
 # beside the binary and found through $ORIGIN.
