@@ -6,6 +6,7 @@
  * Exit status: 0 done, 1 failure (the message names the file or URL), 2 usage.
  * The default directory is .models/NAME, NAME being the part of REPO after '/'.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 struct bar {
     double last_ms;        /* when the bar was last drawn */
     char file[256];        /* the file it was drawn for */
+    bool drawn_full;       /* 100% was drawn for this file already */
 };
 
 static void draw(void *ctx, const char *file, int64_t done, int64_t total, int64_t resumed_from, double secs) {
@@ -27,8 +29,9 @@ static void draw(void *ctx, const char *file, int64_t done, int64_t total, int64
     double now = jev_now_ms();
     bool new_file = strcmp(b->file, file) != 0;
     bool finished = total >= 0 && done >= total;
-    if (!new_file && !finished && now - b->last_ms < 100.0)
-        return; /* at most ten redraws a second */
+    if (!new_file && (finished ? b->drawn_full : now - b->last_ms < 100.0))
+        return; /* at most ten redraws a second, and 100% once */
+    b->drawn_full = finished;
     if (new_file && b->file[0])
         fputc('\n', stderr);
     snprintf(b->file, sizeof b->file, "%s", file);
