@@ -25,7 +25,7 @@ LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -l
 # beside the binary and found through $ORIGIN.
 ifeq ($(PORTABLE),1)
 LIBS     := -Wl,-Bstatic -ljansson -lturbojpeg -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lz \
-            -Wl,-Bdynamic -lspng -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
+            -Wl,-Bdynamic -lspng -lcurl -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
 endif
 
 LIB_SRC   := $(shell find src -name '*.c' | sort)

@@ -11,7 +11,7 @@ out=build-fuzz
 mkdir -p "$out/obj"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 $san -Iinclude -Isrc -pthread -DJEV_FUZZING"
-libs="-ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lm"
+libs="-ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm"
 echo "fuzz: building the library"
 find src -name '*.c' | sort | xargs -P "$(nproc)" -I{} sh -c \
   'o='"$out"'/obj/$(echo {} | tr / _).o; [ "$o" -nt {} ] || clang '"$cflags"' -fsanitize=fuzzer-no-link -c {} -o "$o"'
