@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "bench/runner.h" // defines: jev_bench_run
+#include "cli-args.h" // defines: cli_parse_long
 #include "commands.h"     // defines: cmd_bench
 #include "model/synth.h"  // defines: jev_synth_write
 
@@ -43,16 +44,6 @@ static void usage(FILE *f) {
             "  --synthetic yes|no say whether --model has seeded random weights (recorded)\n"
             "  --model-id S       the model's name in the record\n"
             "Quick check: jev bench --counts 1 4 --repeats 1 --output artifacts/quick.json\n");
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static bool exists(const char *path) {
@@ -144,7 +135,7 @@ int cmd_bench(int argc, char **argv) {
             o.n_counts = 0;
             counts_given = true;
             while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
-                if (o.n_counts >= JEV_BENCH_MAX_COUNTS || parse_long(argv[i + 1], 1, 4096, &v)) {
+                if (o.n_counts >= JEV_BENCH_MAX_COUNTS || cli_parse_long(argv[i + 1], 1, 4096, &v)) {
                     fprintf(stderr, "jev bench: bad decision count '%s' (1..4096, at most %d counts)\n", argv[i + 1],
                             JEV_BENCH_MAX_COUNTS);
                     return 2;
@@ -158,17 +149,17 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "--model")) {
             dir = val;
         } else if (!strcmp(a, "--repeats")) {
-            bad = parse_long(val, 1, JEV_BENCH_MAX_REPEATS, &v);
+            bad = cli_parse_long(val, 1, JEV_BENCH_MAX_REPEATS, &v);
             o.repeats = (int32_t)v;
         } else if (!strcmp(a, "--batch")) {
             if (!strcmp(val, "all"))
                 o.batch = 0;
-            else if (!(bad = parse_long(val, 1, 4096, &v)))
+            else if (!(bad = cli_parse_long(val, 1, 4096, &v)))
                 o.batch = (int32_t)v;
         } else if (!strcmp(a, "--output")) {
             o.output = val;
         } else if (!strcmp(a, "--threads")) {
-            bad = parse_long(val, 0, 1024, &v);
+            bad = cli_parse_long(val, 0, 1024, &v);
             o.threads = (int32_t)v;
         } else if (!strcmp(a, "--backend")) {
             o.backend = val;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli-args.h" // defines: cli_parse_long
 #include "commands.h"        // defines: cmd_decide
 #include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
 
@@ -39,16 +40,6 @@ static void usage(FILE *f) {
             "  --threads N          worker threads (default: all cores)\n"
             "  --json               print the response body instead of the table\n"
             "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static char *read_file(const char *path, size_t *len) {
@@ -158,7 +149,7 @@ int cmd_decide(int argc, char **argv) {
         } else if (!strcmp(a, "--workload")) {
             workload = v;
         } else if (!strcmp(a, "--decisions")) {
-            bad = parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &decisions);
+            bad = cli_parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &decisions);
         } else if (!strcmp(a, "--image")) {
             image = v;
         } else if (!strcmp(a, "--dump-ids")) {
@@ -189,14 +180,14 @@ int cmd_decide(int argc, char **argv) {
         } else if (!strcmp(a, "--batch")) {
             if (!strcmp(v, "all"))
                 p.batch = 0;
-            else if (!(bad = parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &n)))
+            else if (!(bad = cli_parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &n)))
                 p.batch = (int32_t)n;
         } else if (!strcmp(a, "--image-max-side")) {
-            bad = parse_long(v, 0, 16384, &max_side);
+            bad = cli_parse_long(v, 0, 16384, &max_side);
         } else if (!strcmp(a, "--max-new-tokens")) {
-            bad = parse_long(v, 1, 1 << 20, &max_new);
+            bad = cli_parse_long(v, 1, 1 << 20, &max_new);
         } else if (!strcmp(a, "--threads")) {
-            bad = parse_long(v, 0, 1024, &threads);
+            bad = cli_parse_long(v, 0, 1024, &threads);
         } else {
             bad = 2;
         }

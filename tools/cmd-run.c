@@ -17,6 +17,7 @@
 #include "base/sha256.h"   // defines: jev_sha256_hex
 #include "bench/peak.h"    // defines: jev_peak_f32
 #include "base/timing.h"   // defines: jev_now_ms
+#include "cli-args.h" // defines: cli_parse_long
 #include "commands.h"      // defines: cmd_run
 #include "model/engine.h"  // defines: struct jev_engine
 #include "model/lm.h"      // defines: jev_lm_forward
@@ -37,16 +38,6 @@ static void usage(FILE *f) {
                "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
                "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
                "                       batch of N suffixes of --suffix tokens (default 16), logits at each last token\n");
-}
-
-static int parse_int(const char *s, long lo, long hi, long *out) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || !end || *end || end == s || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 static int parse_ids(const char *s, int32_t *ids, int32_t *n) {
@@ -123,21 +114,21 @@ int cmd_run(int argc, char **argv) {
         } else if (!strcmp(a, "--ids") && v) {
             ids_arg = v;
         } else if (!strcmp(a, "--random-tokens") && v) {
-            bad = parse_int(v, 1, RUN_MAX_IDS, &n_random);
+            bad = cli_parse_long(v, 1, RUN_MAX_IDS, &n_random);
         } else if (!strcmp(a, "--seed") && v) {
-            bad = parse_int(v, 0, INT32_MAX, &seed);
+            bad = cli_parse_long(v, 0, INT32_MAX, &seed);
         } else if (!strcmp(a, "--chunk") && v) {
-            bad = parse_int(v, 1, 65536, &chunk);
+            bad = cli_parse_long(v, 1, 65536, &chunk);
         } else if (!strcmp(a, "--decode") && v) {
-            bad = parse_int(v, 0, 100000, &n_decode);
+            bad = cli_parse_long(v, 0, 100000, &n_decode);
         } else if (!strcmp(a, "--threads") && v) {
-            bad = parse_int(v, 0, 1024, &threads);
+            bad = cli_parse_long(v, 0, 1024, &threads);
         } else if (!strcmp(a, "--forks") && v) {
-            bad = parse_int(v, 0, 64, &n_forks);
+            bad = cli_parse_long(v, 0, 64, &n_forks);
         } else if (!strcmp(a, "--suffix") && v) {
-            bad = parse_int(v, 1, 512, &suffix);
+            bad = cli_parse_long(v, 1, 512, &suffix);
         } else if (!strcmp(a, "--top") && v) {
-            bad = parse_int(v, 0, 100, &top);
+            bad = cli_parse_long(v, 0, 100, &top);
         } else {
             fprintf(stderr, "jev run: unknown or incomplete option '%s'\n\n", a);
             usage(stderr);

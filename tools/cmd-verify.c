@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bench/schema.h"  // defines: jev_bench_file_write
+#include "cli-args.h"      // defines: cli_parse_long
 #include "commands.h"      // defines: cmd_verify
 #include "decide/verify.h" // defines: jev_verify_run
 
@@ -48,8 +49,7 @@ int cmd_verify(int argc, char **argv) {
         } else if (!strcmp(a, "--norm") && (!strcmp(v, "sum") || !strcmp(v, "mean"))) {
             o.norm = !strcmp(v, "mean") ? JEV_TRIE_MEAN : JEV_TRIE_SUM;
         } else if (!strcmp(a, "--tolerance") && (o.tolerance = strtod(v, &end), end && !*end && o.tolerance > 0)) {
-        } else if (!strcmp(a, "--threads") && (errno = 0, threads = strtol(v, &end, 10), !errno && end && !*end &&
-                                               threads >= 0 && threads <= 1024)) {
+        } else if (!strcmp(a, "--threads") && cli_parse_long(v, 0, 1024, &threads) == 0) {
         } else {
             fprintf(stderr, "jev verify: bad option or value '%s %s'\n\n", a, v);
             usage(stderr);
