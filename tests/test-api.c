@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 
 #include "jev.h"         // defines: the public API under test
-#include "model/synth.h" // defines: jev_synth_write (test set-up only)
+#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 static struct jev_model *model;
 static struct jev_engine *engine;
@@ -27,20 +27,9 @@ static struct jev_decider *decider;
 
 static int setup(void **state) {
     (void)state;
-    const char *root = getenv("JEV_TEST_DIR");
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/api", root ? root : "build/test-data");
-    mkdir(dir, 0755);
-    snprintf(dir, sizeof dir, "%s/api/tiny-hf", root ? root : "build/test-data");
-    struct jev_synth_params sp = jev_synth_default_params();
-    sp.config_path = "configs/tiny.json";
-    sp.seed = 1;
-    sp.layout = JEV_SYNTH_HF;
-    sp.out_dir = dir;
-    sp.force = true;
-    struct jev_synth_report rep;
-    struct jev_error err = {0};
-    if (jev_synth_write(&sp, &rep, &err) != JEV_OK)
+    tiny_test_dir("api", "tiny-hf", dir, sizeof dir);
+    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
         return -1;
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = 2;

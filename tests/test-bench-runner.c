@@ -22,7 +22,7 @@
 
 #include "base/sha256.h"  // defines: jev_sha256_file
 #include "bench/runner.h" // defines: jev_bench_run, jev_bench_git_commit
-#include "model/synth.h"  // defines: jev_synth_write
+#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 static char ROOT[4096];   /* $JEV_TEST_DIR/bench-runner, absolute */
 static char MODEL[4200];  /* the tiny model */
@@ -45,18 +45,8 @@ static int setup(void **state) {
     if (!realpath(rel, ROOT)) /* absolute: the worktree case writes an absolute gitdir */
         return -1;
     snprintf(MODEL, sizeof MODEL, "%s/tiny-mlx4", ROOT);
-    struct jev_synth_params sp = jev_synth_default_params();
-    sp.config_path = "configs/tiny.json";
-    sp.seed = 1;
-    sp.layout = JEV_SYNTH_MLX4;
-    sp.out_dir = MODEL;
-    sp.force = true;
-    struct jev_synth_report rep;
-    struct jev_error err = {0};
-    if (jev_synth_write(&sp, &rep, &err) != JEV_OK) {
-        fprintf(stderr, "synth: %s\n", err.msg);
+    if (tiny_model_write(MODEL, JEV_SYNTH_MLX4) != 0)
         return -1;
-    }
     /* the benchmark's workload with the 7x5 test photo (70 image tokens) */
     json_error_t je;
     json_t *w = json_load_file("bench/dog-workload.json", 0, &je);

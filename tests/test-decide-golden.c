@@ -29,7 +29,7 @@
 
 #include "base/sha256.h"     // defines: jev_sha256_hex, jev_sha256_file
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_dump
-#include "model/synth.h"     // defines: jev_synth_write
+#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 #define GOLDEN "tests/golden/decisions-tiny.json"
 #define TOL 1e-4
@@ -44,22 +44,10 @@ static struct {
 
 static int setup(void **state) {
     (void)state;
-    const char *root = getenv("JEV_TEST_DIR");
-    snprintf(G.dir, sizeof G.dir, "%s/decide-golden", root ? root : "build/test-data");
-    mkdir(G.dir, 0755);
-    snprintf(G.dir, sizeof G.dir, "%s/decide-golden/tiny-hf", root ? root : "build/test-data");
-    struct jev_synth_params sp = jev_synth_default_params();
-    sp.config_path = "configs/tiny.json";
-    sp.seed = 1;
-    sp.layout = JEV_SYNTH_HF;
-    sp.out_dir = G.dir;
-    sp.force = true;
-    struct jev_synth_report rep;
-    struct jev_error err = {0};
-    if (jev_synth_write(&sp, &rep, &err) != JEV_OK) {
-        fprintf(stderr, "synth: %s\n", err.msg);
+    tiny_test_dir("decide-golden", "tiny-hf", G.dir, sizeof G.dir);
+    if (tiny_model_write(G.dir, JEV_SYNTH_HF) != 0)
         return -1;
-    }
+    struct jev_error err = {0};
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = 2;
     if (jev_model_open(G.dir, &mp, &G.model, &err) != JEV_OK)

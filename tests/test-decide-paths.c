@@ -33,7 +33,7 @@
 
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_body
 #include "decide/verify.h"   // defines: jev_verify_run
-#include "model/synth.h"     // defines: jev_synth_write
+#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 /* ---- fixture ---- */
 
@@ -81,23 +81,11 @@ static const char *REQ_ALONE =
 
 static int setup(void **state) {
     (void)state;
-    const char *root = getenv("JEV_TEST_DIR");
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/decide-paths", root ? root : "build/test-data");
-    mkdir(dir, 0755); /* synth creates the model folder itself, next to its temporary one */
-    snprintf(dir, sizeof dir, "%s/decide-paths/tiny-hf", root ? root : "build/test-data");
-    struct jev_synth_params sp = jev_synth_default_params();
-    sp.config_path = "configs/tiny.json";
-    sp.seed = 1;
-    sp.layout = JEV_SYNTH_HF;
-    sp.out_dir = dir;
-    sp.force = true;
-    struct jev_synth_report rep;
-    struct jev_error err = {0};
-    if (jev_synth_write(&sp, &rep, &err) != JEV_OK) {
-        fprintf(stderr, "synth: %s\n", err.msg);
+    tiny_test_dir("decide-paths", "tiny-hf", dir, sizeof dir);
+    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
         return -1;
-    }
+    struct jev_error err = {0};
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = 2;
     if (jev_model_open(dir, &mp, &F.model, &err) != JEV_OK) {
