@@ -145,6 +145,24 @@ static enum jev_status on_raw_span(void *ctx, size_t a, size_t b, int32_t id, st
     return encode_segment(st->e, st->base + a, b - a, err);
 }
 
+/* The text as the encoder sees it (bytes -> str): checked against the size limit, and when it
+ * is not valid UTF-8 a copy (*clean, the caller frees) with every ill-formed run replaced by
+ * U+FFFD (see utf8.h); *text and *len then point at the copy. */
+static enum jev_status text_prepare(const char **text, size_t *len, char **clean, struct jev_error *err) {
+    *clean = NULL;
+    if (*len > JEV_TOK_MAX_TEXT)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the %zu-byte limit", *len,
+                        JEV_TOK_MAX_TEXT);
+    if (*len > 0 && !jev_utf8_valid(*text, *len)) {
+        *clean = malloc(3 * *len);
+        if (*clean == NULL)
+            return jev_fail(err, JEV_ERR_NOMEM, "tokenizer: out of memory for a text of %zu bytes", *len);
+        *len = jev_utf8_sanitize(*text, *len, *clean);
+        *text = *clean;
+    }
+    return JEV_OK;
+}
+
 /* Sanitizes once (only when the text is not valid UTF-8, which is checked
  * eight ASCII bytes at a time), then runs the pipeline; on failure the ids
  * appended so far are dropped so the caller's array is unchanged. */
@@ -152,18 +170,8 @@ enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char
                                      struct jev_tokens *out, struct jev_error *err) {
     if (tok == NULL || out == NULL || (text == NULL && len > 0))
         return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: encode needs a tokenizer, a text and an output");
-    if (len > JEV_TOK_MAX_TEXT)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the %zu-byte limit", len,
-                        JEV_TOK_MAX_TEXT);
-    /* bytes -> str: ill-formed UTF-8 becomes U+FFFD (see utf8.h) */
-    char *clean = NULL;
-    if (len > 0 && !jev_utf8_valid(text, len)) {
-        clean = malloc(3 * len);
-        if (clean == NULL)
-            return jev_fail(err, JEV_ERR_NOMEM, "tokenizer: out of memory for a text of %zu bytes", len);
-        len = jev_utf8_sanitize(text, len, clean);
-        text = clean;
-    }
+    char *clean;
+    JEV_TRY(text_prepare(&text, &len, &clean, err));
     struct enc e = {.t = tok, .out = out, .no_added = (flags & JEV_TOK_NO_ADDED) != 0};
     size_t n0 = out->n;
     enum jev_status st;
@@ -197,17 +205,8 @@ static enum jev_status on_split_added(void *ctx, size_t a, size_t b, int32_t id,
 
 enum jev_status jev_tokenizer_split_added(const struct jev_tokenizer *tok, const char *text, size_t len,
                                           jev_added_span_fn fn, void *ctx, struct jev_error *err) {
-    if (len > JEV_TOK_MAX_TEXT)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "tokenizer: text of %zu bytes is over the %zu-byte limit", len,
-                        JEV_TOK_MAX_TEXT);
-    char *clean = NULL;
-    if (len > 0 && !jev_utf8_valid(text, len)) {
-        clean = malloc(3 * len);
-        if (clean == NULL)
-            return jev_fail(err, JEV_ERR_NOMEM, "tokenizer: out of memory for a text of %zu bytes", len);
-        len = jev_utf8_sanitize(text, len, clean);
-        text = clean;
-    }
+    char *clean;
+    JEV_TRY(text_prepare(&text, &len, &clean, err));
     struct split_added sa = {text, fn, ctx};
     enum jev_status st = jev_added_run(tok, &tok->raw_set, text, len, on_split_added, &sa, err);
     free(clean);
