@@ -27,6 +27,8 @@ int jev_rq_depth(const json_t *v, int limit);
 
 /* Refuses a value nested deeper than JEV_DECIDE_MAX_DEPTH (422 at `path`). */
 enum jev_status jev_rq_check_depth(const json_t *v, const char *path, struct jev_request_error *e);
+/* At least one question and at most JEV_DECIDE_MAX_QUESTIONS (both request shapes). */
+enum jev_status jev_rq_check_question_count(size_t nq, struct jev_request_error *e);
 
 /* Checks `instructions` (NULL = absent): a non-empty string, object or array. */
 enum jev_status jev_rq_check_instructions(const json_t *v, const char *path, struct jev_request_error *e);

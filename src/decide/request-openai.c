@@ -400,11 +400,7 @@ static enum jev_status oa_parse(json_t *root, struct jev_request *r, struct jev_
     if (!json_is_array(qs))
         return jev_rq_fail(e, 422, "questions", "must be an array of questions");
     size_t nq = json_array_size(qs);
-    if (nq == 0)
-        return jev_rq_fail(e, 422, "questions", "is empty (at least one question)");
-    if (nq > JEV_DECIDE_MAX_QUESTIONS)
-        return jev_rq_fail(e, 413, "questions", "%zu questions (the limit is %d per request)", nq,
-                           JEV_DECIDE_MAX_QUESTIONS);
+    JEV_TRY(jev_rq_check_question_count(nq, e));
     int64_t nopt = 0;
     size_t i;
     json_t *qv;

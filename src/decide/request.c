@@ -92,6 +92,16 @@ static enum jev_status oom(struct jev_request_error *e) {
 
 /* ---- depth ---- */
 
+/* The number of questions: at least one, at most JEV_DECIDE_MAX_QUESTIONS (413 above). */
+enum jev_status jev_rq_check_question_count(size_t nq, struct jev_request_error *e) {
+    if (nq == 0)
+        return jev_rq_fail(e, 422, "questions", "is empty (at least one question)");
+    if (nq > JEV_DECIDE_MAX_QUESTIONS)
+        return jev_rq_fail(e, 413, "questions", "%zu questions (the limit is %d per request)", nq,
+                           JEV_DECIDE_MAX_QUESTIONS);
+    return JEV_OK;
+}
+
 /*
  * Walks the raw bytes once, outside strings, and refuses nesting deeper than
  * limit before jansson sees them: jansson recurses per level, and a body of
@@ -713,11 +723,7 @@ static enum jev_status s1_parse(json_t *root, struct jev_request *r, struct jev_
     if (!json_is_object(qs))
         return jev_rq_fail(e, 422, "questions", "must be an object mapping ids to questions");
     size_t nq = json_object_size(qs);
-    if (nq == 0)
-        return jev_rq_fail(e, 422, "questions", "is empty (at least one question)");
-    if (nq > JEV_DECIDE_MAX_QUESTIONS)
-        return jev_rq_fail(e, 413, "questions", "%zu questions (the limit is %d per request)", nq,
-                           JEV_DECIDE_MAX_QUESTIONS);
+    JEV_TRY(jev_rq_check_question_count(nq, e));
     int64_t nopt = 0;
     const char *id;
     json_t *qv;
