@@ -7,6 +7,7 @@
 #   make run        the README's main job
 #   make fuzz       libFuzzer targets (clang), each run briefly
 #   make cuda       the CUDA backend objects (nvcc, sm_90)
+#   make $(BUILD)/bench/NAME   a benchmark program from bench/NAME.c
 #
 # Warnings are errors everywhere. BUILD selects the output folder so that the
 # sanitizer build never mixes objects with the normal one.
@@ -55,6 +56,10 @@ $(BUILD)/jev: $(TOOL_OBJ) $(BUILD)/libjev.a
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libjev.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS) -lcmocka
+
+# Benchmark programs (bench/*.c): linked like the CLI, so PORTABLE=1 carries them too.
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libjev.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS)
 
 setup:
 	@bash scripts/setup.sh

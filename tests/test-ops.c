@@ -9,6 +9,9 @@
  * - attention and the delta rule: cpu-lm-fast.c against cpu-lm.c's scalar
  *   forms, several runs with K/V spans of uneven sizes, GQA, grouped value
  *   heads, chunked and recurrent runs, outputs and updated states.
+ * - GELU (both forms) and SwiGLU: against the formulas in double, element by
+ *   element (max relative error 1e-6), including the lane tail and extremes;
+ *   the pool's row split gives the same bits as one thread.
  * - the causal conv: fast and reference against each other and against the
  *   formula in double; the ops that have one implementation (copy, q/gate
  *   split, rope, sigmoid gate, gates, gated RMSNorm): against the formula
@@ -377,6 +380,80 @@ static void test_pointwise_ops(void **state) {
     check("gated_rmsnorm", wy, y, 32, 1e-12);
 }
 
+/*
+ * Worst |got - want| / (|want| + 0.1 |x|) over n values: relative where the result is of the input's size,
+ * absolute (against the input) where it cancels towards 0. f32's 1 + erf(v) and 1 + tanh(y) round to 0 for
+ * v below about -5.9 whatever the implementation (torch's formula too), an absolute error of some
+ * 3e-8 |v|, which the 0.1 |x| term (times the 1e-6 limit) admits.
+ */
+static double max_rel(const double *want, const float *got, const float *x, int64_t n) {
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double e = fabs((double)got[i] - want[i]) / (fabs(want[i]) + 0.1 * fabs((double)x[i]) + 1e-30);
+        worst = e > worst ? e : worst;
+    }
+    return worst;
+}
+
+/*
+ * GELU (both forms) and SwiGLU against the formulas in double, element by element, over a length that the
+ * pool splits (above JEV_CPU_PAR_MIN_ELEMS) with a tail shorter than 8 lanes, values up to +-16 and the
+ * extremes; then the row split itself: one thread and two give the same bits.
+ */
+static void test_activations(void **state) {
+    (void)state;
+    const int64_t n = 100003;
+    float *x = malloc((size_t)n * sizeof *x), *up = malloc((size_t)n * sizeof *up), *y = malloc((size_t)n * sizeof *y);
+    double *want = malloc((size_t)n * sizeof *want);
+    assert_non_null(x);
+    assert_non_null(up);
+    assert_non_null(y);
+    assert_non_null(want);
+    fill(x, n, 11, 8.0f);
+    fill(up, n, 12, 1.0f);
+    const float extremes[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 100.0f, -100.0f, 88.0f, -88.0f, 1e-4f, -1e-4f};
+    memcpy(x + n - 10, extremes, sizeof extremes);
+    for (int form = 0; form < 2; form++) {
+        memcpy(y, x, (size_t)n * sizeof *y);
+        for (int64_t i = 0; i < n; i++) {
+            double v = x[i];
+            want[i] = form ? 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)))
+                           : 0.5 * v * (1.0 + erf(v * 0.7071067811865476));
+        }
+        jev_cpu_ops.gelu(g_be, y, n, form == 1);
+        double e = max_rel(want, y, x, n);
+        printf("  %-60s max rel %.3g\n", form ? "gelu tanh form" : "gelu erf form", e);
+        if (e > 1e-6)
+            fail_msg("gelu %s form: max relative error %.3g > 1e-6", form ? "tanh" : "erf", e);
+    }
+    for (int64_t i = 0; i < n; i++)
+        want[i] = (double)x[i] / (1.0 + exp(-(double)x[i])) * (double)up[i];
+    jev_cpu_ops.swiglu(g_be, x, up, n, y);
+    double e = max_rel(want, y, x, n);
+    printf("  %-60s max rel %.3g\n", "swiglu", e);
+    if (e > 1e-6)
+        fail_msg("swiglu: max relative error %.3g > 1e-6", e);
+
+    /* rmsnorm of 200 rows of 512 on one thread and on the pool: identical bits */
+    float *w = malloc(512 * sizeof *w), *y1 = malloc((size_t)n * sizeof *y1);
+    assert_non_null(w);
+    assert_non_null(y1);
+    fill(w, 512, 13, 1.0f);
+    struct jev_backend *one = jev_cpu_backend_new(NULL);
+    assert_non_null(one);
+    jev_cpu_ops.rmsnorm(one, x, w, 195, 512, 1e-6f, y1);
+    jev_cpu_ops.rmsnorm(g_be, x, w, 195, 512, 1e-6f, y);
+    if (memcmp(y1, y, 195 * 512 * sizeof *y) != 0)
+        fail_msg("rmsnorm: the pool's row split changed the result");
+    jev_cpu_backend_free(one);
+    free(w);
+    free(y1);
+    free(x);
+    free(up);
+    free(y);
+    free(want);
+}
+
 static void test_gdn_conv(void **state) {
     (void)state;
     /* two runs (5 rows and 2 rows: shorter than the window) over 300 channels, K = 4 */
@@ -440,6 +517,7 @@ int main(void) {
         cmocka_unit_test(test_gdn_rule),
         cmocka_unit_test(test_pointwise_ops),
         cmocka_unit_test(test_gdn_conv),
+        cmocka_unit_test(test_activations),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

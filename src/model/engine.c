@@ -10,8 +10,9 @@
 #include "model/engine.h" // defines: struct jev_engine
 
 #include <stdlib.h>
-
 #include <string.h>
+
+#include "backend/profile.h" // defines: jev_profile_wrap, jev_profile_report
 
 /* The defaults of include/jev.h: 8192 tokens, 64 sequences per batch, 512-token prefill slices. */
 struct jev_engine_params jev_engine_default_params(void) {
@@ -79,6 +80,8 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
     if (!e->be)
         return engine_fail(e, out, jev_fail(&e->err, JEV_ERR_NOMEM, "jev_engine_init: cannot create the CPU backend"));
     e->ops = &jev_cpu_ops;
+    if (jev_profile_requested()) /* JEV_PROFILE=1: time every op (backend/profile.h) */
+        e->ops = jev_profile_wrap(e->ops);
     struct jev_state_params sp = {.max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0};
     if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))
         return engine_fail(e, out, e->err.status);
@@ -94,6 +97,8 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
 void jev_engine_free(struct jev_engine *e) {
     if (!e)
         return;
+    if (jev_profile_is_wrapped(e->ops))
+        jev_profile_report(stderr);
     jev_lm_free(&e->lm);
     jev_state_free(&e->state);
     jev_cpu_backend_free(e->be);

@@ -8,15 +8,16 @@
  * dots over dh), the f32 softmax, then weights . V as row axpys.
  *
  * Delta rule, chunked: the same matrices as torch_chunk_gated_delta_rule,
- * formed by the same operations, one BLAS call each (single-threaded
- * OpenBLAS inside the pool task of one (run, value head)):
- *     A   = Kb Kn^T, At = Q Kn^T           sgemm, then decay mask
- *     U   = solve(I + strict(A), V*beta)   strsm, unit lower
- *     W   = solve(I + strict(A), Kb*e^cum) strsm
- *     U  -= W S                            sgemm
- *     O   = (Q e^cum) S + At U             two sgemm into the output rows
- *     S   = e^cum_last S + Kd^T U          sgemm
- * torch solves with solve_triangular(unitriangular=True) exactly like strsm.
+ * formed by the same operations, one small-matrix kernel call each
+ * (cpu-small-gemm.c, inside the pool task of one (run, value head); OpenBLAS
+ * calls of this size cost more in set-up than in arithmetic):
+ *     A   = Kb Kn^T, At = Q Kn^T           gemm, then decay mask
+ *     U   = solve(I + strict(A), V*beta)   unit lower triangular solve
+ *     W   = solve(I + strict(A), Kb*e^cum) the same
+ *     U  -= W S                            gemm
+ *     O   = (Q e^cum) S + At U             two gemm into the output rows
+ *     S   = e^cum_last S + Kd^T U          gemm
+ * torch's triangular solve (unitriangular) is the same forward substitution.
  * Delta rule, recurrent (one token): two passes over each head's state
  * (decay + read, then write + output), 8 lanes of dv at a time.
  * Both need dk and dv to be multiples of 8; other shapes use the reference.
@@ -26,20 +27,14 @@
  * the reference.
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
+#include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
-#include <cblas.h>
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
 #define MAX_GROUP 16 /* query heads per K/V head handled together */
 
-JEV_AVX2 static inline float hsum8(__m256 v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
 
 JEV_AVX2 static inline float dot8(const float *a, const float *b, int32_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
@@ -50,7 +45,7 @@ JEV_AVX2 static inline float dot8(const float *a, const float *b, int32_t n) {
     }
     for (; i < n; i += 8)
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    return hsum8(_mm256_add_ps(s0, s1));
+    return jev_hsum8(_mm256_add_ps(s0, s1));
 }
 
 /* y += a * x over n (multiple of 8) */
@@ -301,6 +296,7 @@ JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_ru
     float *A = U + C * dv;   /* [C][C] */
     float *At = A + C * C;   /* [C][C] */
     float *cum = At + C * C; /* [C] */
+    float *KnT = cum + C;    /* [dk][C]: Kn transposed, the right operand of A and At */
     const float qscale = (float)(1.0 / sqrt((double)dk));
     for (int32_t c0 = 0; c0 < run->n; c0 += C) {
         int32_t L = run->n - c0 < C ? run->n - c0 : C;
@@ -321,32 +317,35 @@ JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_ru
             for (int32_t d = 0; d < dv; d++)
                 U[i * dv + d] = v[d] * b;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dk, 1.0f, Kb, dk, Kn, dk, 0.0f, A, C);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, L, L, dk, 1.0f, Q, dk, Kn, dk, 0.0f, At, C);
+        for (int32_t i = 0; i < L; i++)
+            for (int32_t d = 0; d < dk; d++)
+                KnT[d * C + i] = Kn[i * dk + d];
+        jev_cpu_small_gemm(L, L, dk, 1.0f, Kb, dk, 1, KnT, C, 0.0f, A, C);
+        jev_cpu_small_gemm(L, L, dk, 1.0f, Q, dk, 1, KnT, C, 0.0f, At, C);
         for (int32_t i = 0; i < L; i++)
             for (int32_t m = 0; m < L; m++) {
                 float decay = m <= i ? expf(cum[i] - cum[m]) : 0.0f;
                 A[i * C + m] = A[i * C + m] * decay;
                 At[i * C + m] = At[i * C + m] * decay;
             }
-        cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, L, dv, 1.0f, A, C, U, dv);
-        cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, CblasNoTrans, CblasUnit, L, dk, 1.0f, A, C, W, dk);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, dk, -1.0f, W, dk, S, dv, 1.0f, U, dv);
+        jev_cpu_small_trsm_lower_unit(L, dv, A, C, U, dv);
+        jev_cpu_small_trsm_lower_unit(L, dk, A, C, W, dk);
+        jev_cpu_small_gemm(L, dv, dk, -1.0f, W, dk, 1, S, dv, 1.0f, U, dv);
         for (int32_t i = 0; i < L; i++) {
             float ec = expf(cum[i]);
             for (int32_t d = 0; d < dk; d++)
                 Q[i * dk + d] = Q[i * dk + d] * ec;
         }
         float *out = j->o + (run->row0 + c0) * ldo + h * dv;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, dk, 1.0f, Q, dk, S, dv, 0.0f, out, ldo);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, L, dv, L, 1.0f, At, C, U, dv, 1.0f, out, ldo);
+        jev_cpu_small_gemm(L, dv, dk, 1.0f, Q, dk, 1, S, dv, 0.0f, out, ldo);
+        jev_cpu_small_gemm(L, dv, L, 1.0f, At, C, 1, U, dv, 1.0f, out, ldo);
         float last = cum[L - 1];
         for (int32_t i = 0; i < L; i++) {
             float e = expf(last - cum[i]);
             for (int32_t d = 0; d < dk; d++)
                 Kn[i * dk + d] = Kn[i * dk + d] * e;
         }
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dk, dv, L, 1.0f, Kn, dk, U, dv, expf(last), S, dv);
+        jev_cpu_small_gemm(dk, dv, L, 1.0f, Kn, 1, dk, U, dv, expf(last), S, dv); /* Kn^T U */
     }
 }
 
@@ -363,7 +362,7 @@ JEV_AVX2 static void gdn_task(void *arg, int64_t task, int thread) {
 
 void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
-    int64_t need = 4 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk +
+    int64_t need = 5 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk +
                    s->chunk;
     if (!jev_cpu_has_avx2() || s->dk % 8 != 0 || s->dv % 8 != 0 || need > JEV_CPU_SCRATCH_FLOATS) {
         jev_cpu_gdn_rule(be, s, u, g, beta, runs, n_runs, o);

@@ -22,32 +22,54 @@
 
 /* ---- small pointwise ops ---- */
 
+/* The arguments of the pointwise ops below; each uses the fields it names. */
+struct lm_pw_job {
+    const float *x, *z, *w, *cos, *sin, *a_log, *dt_bias;
+    float *y, *y2;
+    int32_t heads, dh, n_freq, d;
+    float eps;
+};
+
+static void copy_elems(void *arg, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    memcpy(j->y + i0, j->x + i0, (size_t)(i1 - i0) * sizeof(float));
+}
+
 void jev_cpu_copy(struct jev_backend *be, float *dst, const float *src, int64_t n) {
-    (void)be;
-    memcpy(dst, src, (size_t)n * sizeof(float));
+    struct lm_pw_job j = {.x = src, .y = dst};
+    jev_cpu_for_rows(be, n, 1, copy_elems, &j);
 }
 
 /* HF views q_proj's output as [T, heads, 2*dh] and chunks the last dim: per head query first, then gate. */
-void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
-                         float *gate) {
-    (void)be;
-    for (int64_t t = 0; t < n; t++)
+static void split_qgate_rows(void *arg, int64_t t0, int64_t t1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    const int32_t heads = j->heads, dh = j->dh;
+    for (int64_t t = t0; t < t1; t++)
         for (int32_t h = 0; h < heads; h++) {
-            const float *src = qg + (t * heads + h) * 2 * dh;
-            memcpy(q + (t * heads + h) * dh, src, (size_t)dh * sizeof(float));
-            memcpy(gate + (t * heads + h) * dh, src + dh, (size_t)dh * sizeof(float));
+            const float *src = j->x + (t * heads + h) * 2 * dh;
+            memcpy(j->y + (t * heads + h) * dh, src, (size_t)dh * sizeof(float));
+            memcpy(j->y2 + (t * heads + h) * dh, src + dh, (size_t)dh * sizeof(float));
         }
 }
 
+void jev_cpu_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                         float *gate) {
+    struct lm_pw_job j = {.x = qg, .y = q, .y2 = gate, .heads = heads, .dh = dh};
+    jev_cpu_for_rows(be, n, 2 * (int64_t)heads * dh, split_qgate_rows, &j);
+}
+
 /* Dims beyond 2*n_freq pass through (partial rotary). */
-void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
-                  const float *cos, const float *sin) {
-    (void)be;
-    for (int64_t t = 0; t < n; t++) {
-        const float *c = cos + t * n_freq;
-        const float *s = sin + t * n_freq;
+static void rope_rows(void *arg, int64_t t0, int64_t t1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    const int32_t heads = j->heads, dh = j->dh, n_freq = j->n_freq;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *c = j->cos + t * n_freq;
+        const float *s = j->sin + t * n_freq;
         for (int32_t h = 0; h < heads; h++) {
-            float *v = x + (t * heads + h) * dh;
+            float *v = j->y + (t * heads + h) * dh;
             for (int32_t d = 0; d < n_freq; d++) {
                 /* HF: q*cos + rotate_half(q)*sin with rotate_half = cat(-x2, x1) */
                 float x1 = v[d], x2 = v[d + n_freq];
@@ -58,10 +80,22 @@ void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, in
     }
 }
 
+void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                  const float *cos, const float *sin) {
+    struct lm_pw_job j = {.y = x, .cos = cos, .sin = sin, .heads = heads, .dh = dh, .n_freq = n_freq};
+    jev_cpu_for_rows(be, n, (int64_t)heads * dh, rope_rows, &j);
+}
+
+static void sigmoid_mul_elems(void *arg, int64_t i0, int64_t i1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    for (int64_t i = i0; i < i1; i++)
+        j->y[i] = j->y[i] * (1.0f / (1.0f + expf(-j->z[i])));
+}
+
 void jev_cpu_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++)
-        x[i] = x[i] * (1.0f / (1.0f + expf(-gate[i])));
+    struct lm_pw_job j = {.y = x, .z = gate};
+    jev_cpu_for_rows(be, n, 1, sigmoid_mul_elems, &j);
 }
 
 /* ---- attention ---- */
@@ -204,35 +238,49 @@ void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *t
     jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
 }
 
-/* The gates in f32 (HF casts a and A_log to f32 here: fp16 would overflow exp). */
+/* The gates in f32 (HF casts a and A_log to f32 here: fp16 would overflow exp). x = a, z = b, y = g, y2 = beta. */
+static void gdn_gates_rows(void *arg, int64_t t0, int64_t t1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    const int32_t hv = j->heads;
+    for (int64_t t = t0; t < t1; t++)
+        for (int32_t h = 0; h < hv; h++) {
+            float x = j->x[t * hv + h] + j->dt_bias[h];
+            float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch softplus, beta 1, threshold 20 */
+            j->y[t * hv + h] = -expf(j->a_log[h]) * sp;
+            j->y2[t * hv + h] = 1.0f / (1.0f + expf(-j->z[t * hv + h]));
+        }
+}
+
 void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
                        const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta) {
-    (void)be;
-    for (int64_t t = 0; t < n; t++)
-        for (int32_t h = 0; h < hv; h++) {
-            float x = a[t * hv + h] + dt_bias[h];
-            float sp = x > 20.0f ? x : log1pf(expf(x)); /* torch softplus, beta 1, threshold 20 */
-            g[t * hv + h] = -expf(a_log[h]) * sp;
-            beta[t * hv + h] = 1.0f / (1.0f + expf(-b[t * hv + h]));
+    struct lm_pw_job j = {.x = a, .z = b, .a_log = a_log, .dt_bias = dt_bias, .y = g, .y2 = beta, .heads = hv};
+    jev_cpu_for_rows(be, n, hv, gdn_gates_rows, &j);
+}
+
+static void gated_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const struct lm_pw_job *j = arg;
+    const int32_t d = j->d;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = j->x + r * d;
+        const float *zr = j->z + r * d;
+        float *yr = j->y + r * d;
+        float ss = 0.0f;
+        for (int32_t i = 0; i < d; i++)
+            ss += xr[i] * xr[i];
+        float inv = 1.0f / sqrtf(ss / (float)d + j->eps);
+        for (int32_t i = 0; i < d; i++) {
+            float zi = zr[i];
+            yr[i] = (j->w[i] * (xr[i] * inv)) * (zi / (1.0f + expf(-zi)));
         }
+    }
 }
 
 void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
                            int32_t d, float eps, float *y) {
-    (void)be;
-    for (int64_t r = 0; r < n; r++) {
-        const float *xr = x + r * d;
-        const float *zr = z + r * d;
-        float *yr = y + r * d;
-        float ss = 0.0f;
-        for (int32_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        float inv = 1.0f / sqrtf(ss / (float)d + eps);
-        for (int32_t i = 0; i < d; i++) {
-            float zi = zr[i];
-            yr[i] = (w[i] * (xr[i] * inv)) * (zi / (1.0f + expf(-zi)));
-        }
-    }
+    struct lm_pw_job j = {.x = x, .z = z, .w = w, .y = y, .d = d, .eps = eps};
+    jev_cpu_for_rows(be, n, d, gated_rmsnorm_rows, &j);
 }
 
 /* ---- Gated DeltaNet: the delta rule ---- */

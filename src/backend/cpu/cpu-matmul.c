@@ -29,6 +29,7 @@
  * path (dequantize a row into scratch, then the f32 kernel).
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_matmul_fast, struct jev_backend
+#include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <cblas.h>
 #include <immintrin.h>
@@ -41,14 +42,6 @@
 
 /* ---- helpers ---- */
 
-JEV_AVX2 static inline float hsum8(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v);
-    __m128 hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
 
 JEV_AVX2 static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
     switch (t) {
@@ -193,8 +186,8 @@ JEV_AVX2 static void dequant_row(const struct jev_matrix *w, enum kind k, int64_
             a30 = _mm256_fmadd_ps(w3, xa, a30);                                                              \
             a31 = _mm256_fmadd_ps(w3, xb, a31);                                                              \
         }                                                                                                    \
-        float o0[4] = {hsum8(a00), hsum8(a10), hsum8(a20), hsum8(a30)};                                      \
-        float o1[4] = {hsum8(a01), hsum8(a11), hsum8(a21), hsum8(a31)};                                      \
+        float o0[4] = {jev_hsum8(a00), jev_hsum8(a10), jev_hsum8(a20), jev_hsum8(a30)};                                      \
+        float o1[4] = {jev_hsum8(a01), jev_hsum8(a11), jev_hsum8(a21), jev_hsum8(a31)};                                      \
         for (int j = 0; j < nr; j++) {                                                                       \
             y0[j] = o0[j];                                                                                   \
             if (y1)                                                                                          \
@@ -243,9 +236,9 @@ JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, in
         }
     }
     for (int j = 0; j < nr; j++) {
-        y0[j] = hsum8(a[j][0]);
+        y0[j] = jev_hsum8(a[j][0]);
         if (y1)
-            y1[j] = hsum8(a[j][1]);
+            y1[j] = jev_hsum8(a[j][1]);
     }
 }
 
@@ -267,7 +260,7 @@ JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const
             _mm256_storeu_ps(s + g, load_bf16x8(sp + g));
             acc = _mm256_fmadd_ps(load_bf16x8(bp + g), _mm256_loadu_ps(xs + g), acc);
         }
-        bias = hsum8(acc);
+        bias = jev_hsum8(acc);
     }
     for (; g < groups; g++) {
         s[g] = load_scale(w->stype, w->scales, r * groups + g);
@@ -304,7 +297,7 @@ JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int
         tot2 = _mm256_fmadd_ps(a2, _mm256_set1_ps(sc[2][g]), tot2);
         tot3 = _mm256_fmadd_ps(a3, _mm256_set1_ps(sc[3][g]), tot3);
     }
-    float out[4] = {hsum8(tot0) + bias[0], hsum8(tot1) + bias[1], hsum8(tot2) + bias[2], hsum8(tot3) + bias[3]};
+    float out[4] = {jev_hsum8(tot0) + bias[0], jev_hsum8(tot1) + bias[1], jev_hsum8(tot2) + bias[2], jev_hsum8(tot3) + bias[3]};
     for (int j = 0; j < nr; j++)
         y[j] = out[j];
 }
@@ -342,11 +335,11 @@ JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int
         t10 = _mm256_fmadd_ps(a10, sb, t10);
         t11 = _mm256_fmadd_ps(a11, sb, t11);
     }
-    y0[0] = hsum8(t00) + b00;
-    y1[0] = hsum8(t01) + b01;
+    y0[0] = jev_hsum8(t00) + b00;
+    y1[0] = jev_hsum8(t01) + b01;
     if (nr > 1) {
-        y0[1] = hsum8(t10) + b10;
-        y1[1] = hsum8(t11) + b11;
+        y0[1] = jev_hsum8(t10) + b10;
+        y1[1] = jev_hsum8(t11) + b11;
     }
 }
 
@@ -546,7 +539,7 @@ JEV_AVX2 static void run(struct mm_job *j) {
                 __m256 acc = _mm256_setzero_ps();
                 for (int64_t c = 0; c < j->w->group; c += 8)
                     acc = _mm256_add_ps(acc, _mm256_loadu_ps(xg + c));
-                xs[t * groups + g] = hsum8(acc);
+                xs[t * groups + g] = jev_hsum8(acc);
             }
         j->xs = xs;
         float *xp = xs + j->n * groups; /* then the permuted activations */

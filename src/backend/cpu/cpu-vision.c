@@ -20,6 +20,7 @@
  * torch's operation order.
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_vision_*, jev_cpu_scratch
+#include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <math.h>
 #include <stdlib.h>
@@ -28,21 +29,29 @@
 #include <cblas.h>
 #include <immintrin.h>
 
-/* The AVX2 kernels carry this attribute, so the file builds with any -march (the sanitizer and fuzz builds
- * pass none); jev_cpu_vision_attention checks the CPU at run time and uses the scalar kernels otherwise. */
-#define VISION_AVX2 __attribute__((target("avx2,fma")))
+/* The AVX2 kernels carry JEV_AVX2, so the file builds with any -march (the sanitizer and fuzz builds pass
+ * none); jev_cpu_vision_attention checks the CPU at run time and uses the scalar kernels otherwise. */
 
 /* ---- rotary ---- */
 
-void jev_cpu_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
-                         int32_t n_heads, int32_t head_dim) {
-    (void)be;
-    const int32_t half = head_dim / 2, dim = n_heads * head_dim;
-    for (int64_t r = 0; r < n; r++) {
-        const float *c = cos + r * head_dim, *s = sin + r * head_dim;
+struct vis_pw_job {
+    struct jev_backend *be;
+    float *x;
+    const float *cos, *sin, *w;
+    const int32_t *idx;
+    const struct jev_matrix *table;
+    int32_t n_heads, head_dim;
+};
+
+static void vision_rope_rows(void *arg, int64_t r0, int64_t r1, int thread) {
+    (void)thread;
+    const struct vis_pw_job *j = arg;
+    const int32_t head_dim = j->head_dim, half = head_dim / 2, dim = j->n_heads * head_dim;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *c = j->cos + r * head_dim, *s = j->sin + r * head_dim;
         for (int part = 0; part < 2; part++) { /* q, then k */
-            for (int32_t h = 0; h < n_heads; h++) {
-                float *x = qkv + r * 3 * dim + (int64_t)part * dim + (int64_t)h * head_dim;
+            for (int32_t h = 0; h < j->n_heads; h++) {
+                float *x = j->x + r * 3 * dim + (int64_t)part * dim + (int64_t)h * head_dim;
                 for (int32_t d = 0; d < half; d++) {
                     float a = x[d], b = x[d + half];
                     /* torch: (x * cos) + (rotate_half(x) * sin), rotate_half(x) = [-x2, x1] */
@@ -54,18 +63,23 @@ void jev_cpu_vision_rope(struct jev_backend *be, float *qkv, const float *cos, c
     }
 }
 
+void jev_cpu_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                         int32_t n_heads, int32_t head_dim) {
+    struct vis_pw_job j = {.x = qkv, .cos = cos, .sin = sin, .n_heads = n_heads, .head_dim = head_dim};
+    jev_cpu_for_rows(be, n, 2 * (int64_t)n_heads * head_dim, vision_rope_rows, &j);
+}
+
 /* ---- position embedding ---- */
 
-void jev_cpu_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
-                            int64_t n, float *x) {
-    const int32_t d = table->cols;
-    JEV_ASSERT(2 * d <= JEV_CPU_SCRATCH_FLOATS);
-    float *row = jev_cpu_scratch(be, 0), *pe = row + d;
-    for (int64_t r = 0; r < n; r++) {
+static void vision_pos_add_rows(void *arg, int64_t r0, int64_t r1, int thread) {
+    const struct vis_pw_job *j = arg;
+    const int32_t d = j->table->cols;
+    float *row = jev_cpu_scratch(j->be, thread), *pe = row + d;
+    for (int64_t r = r0; r < r1; r++) {
         /* torch: (pos_embed(idx) * w[:, :, None]).sum(1), then hidden + pos: the 4 taps summed in order first */
         for (int k = 0; k < 4; k++) {
-            jev_matrix_row(table, idx[r * 4 + k], row);
-            float wk = w[r * 4 + k];
+            jev_matrix_row(j->table, j->idx[r * 4 + k], row);
+            float wk = j->w[r * 4 + k];
             if (k == 0)
                 for (int32_t c = 0; c < d; c++)
                     pe[c] = row[c] * wk;
@@ -73,10 +87,17 @@ void jev_cpu_vision_pos_add(struct jev_backend *be, const struct jev_matrix *tab
                 for (int32_t c = 0; c < d; c++)
                     pe[c] += row[c] * wk;
         }
-        float *xr = x + r * d;
+        float *xr = j->x + r * d;
         for (int32_t c = 0; c < d; c++)
             xr[c] += pe[c];
     }
+}
+
+void jev_cpu_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                            int64_t n, float *x) {
+    JEV_ASSERT(2 * table->cols <= JEV_CPU_SCRATCH_FLOATS);
+    struct vis_pw_job j = {.be = be, .x = x, .w = w, .idx = idx, .table = table};
+    jev_cpu_for_rows(be, n, 4 * (int64_t)table->cols, vision_pos_add_rows, &j);
 }
 
 /* ---- attention: scalar reference ---- */
@@ -185,41 +206,11 @@ static void pv_scalar(const float *S, const float *V, int64_t stride, int64_t nq
         }
 }
 
-/* exp(x) for 8 floats: Cephes expf (range reduction by ln 2 in two parts, degree-5 polynomial); inputs below
- * -88.38 give 0, which is what a softmax wants for far-below-max scores. */
-VISION_AVX2 static inline __m256 vexp(__m256 x) {
-    const __m256 hi = _mm256_set1_ps(88.3762626647949f), lo = _mm256_set1_ps(-88.3762626647949f);
-    x = _mm256_max_ps(_mm256_min_ps(x, hi), lo);
-    __m256 fx = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(0.693359375f), x);
-    x = _mm256_fnmadd_ps(fx, _mm256_set1_ps(-2.12194440e-4f), x);
-    __m256 y = _mm256_set1_ps(1.9875691500E-4f);
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.3981999507E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(8.3334519073E-3f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(4.1665795894E-2f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(1.6666665459E-1f));
-    y = _mm256_fmadd_ps(y, x, _mm256_set1_ps(5.0000001201E-1f));
-    y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
-    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
-}
 
-VISION_AVX2 static inline float hmax8(__m256 v) {
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
-    return _mm_cvtss_f32(m);
-}
 
-VISION_AVX2 static inline float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-    return _mm_cvtss_f32(s);
-}
 
 /* 4 queries x 16 keys per register tile (8 accumulators), the head dim as the inner loop */
-VISION_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, float scale, float *S) {
+JEV_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, float scale, float *S) {
     const __m256 sc = _mm256_set1_ps(scale);
     for (int64_t i = 0; i < ATT_BQ; i += 4) {
         for (int64_t c = 0; c < ATT_BK; c += 16) {
@@ -252,7 +243,7 @@ VISION_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, flo
     }
 }
 
-VISION_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t nk, float *m, float *l, float *O,
+JEV_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t nk, float *m, float *l, float *O,
                                      int32_t hd) {
     for (int64_t i = 0; i < nq; i++) {
         float *s = S + i * ld, mc = -INFINITY;
@@ -260,17 +251,17 @@ VISION_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t n
         __m256 mv = _mm256_set1_ps(-INFINITY);
         for (; c + 8 <= nk; c += 8)
             mv = _mm256_max_ps(mv, _mm256_loadu_ps(s + c));
-        mc = hmax8(mv);
+        mc = jev_hmax8(mv);
         for (; c < nk; c++)
             mc = s[c] > mc ? s[c] : mc;
         float mn = m[i] > mc ? m[i] : mc, alpha = m[i] == -INFINITY ? 0.0f : expf(m[i] - mn);
         __m256 mnv = _mm256_set1_ps(mn), sv = _mm256_setzero_ps();
         for (c = 0; c + 8 <= nk; c += 8) {
-            __m256 e = vexp(_mm256_sub_ps(_mm256_loadu_ps(s + c), mnv));
+            __m256 e = jev_exp8(_mm256_sub_ps(_mm256_loadu_ps(s + c), mnv));
             _mm256_storeu_ps(s + c, e);
             sv = _mm256_add_ps(sv, e);
         }
-        float sum = hsum8(sv);
+        float sum = jev_hsum8(sv);
         for (; c < nk; c++) {
             s[c] = expf(s[c] - mn);
             sum += s[c];
@@ -285,7 +276,7 @@ VISION_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t n
 }
 
 /* 4 queries x 16 output dims per register tile, the keys as the inner loop; hd % 16 == 0 */
-VISION_AVX2 static void pv_avx2(const float *S, const float *V, int64_t stride, int64_t nq, int64_t nk, int32_t hd,
+JEV_AVX2 static void pv_avx2(const float *S, const float *V, int64_t stride, int64_t nq, int64_t nk, int32_t hd,
                                 float *O) {
     for (int64_t i = 0; i < nq; i += 4) { /* rows past nq have zero weights (S zeroed) and are never stored */
         for (int32_t d = 0; d < hd; d += 16) {
@@ -431,7 +422,7 @@ void jev_cpu_vision_attention_blocked(struct jev_backend *be, const float *qkv, 
                JEV_CPU_SCRATCH_FLOATS);
     if (n <= 0)
         return;
-    bool avx2 = !force_scalar && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    bool avx2 = !force_scalar && jev_cpu_has_avx2();
     if (!force_scalar && n >= ATT_BLAS_MIN_N &&
         (int64_t)ATT_BQ_BLAS * (head_dim + 2) + (int64_t)ATT_BQ_BLAS * 128 <= JEV_CPU_SCRATCH_FLOATS) {
         struct att_job j = {be, qkv, n, n_heads, head_dim, scale, out, (n + ATT_BQ_BLAS - 1) / ATT_BQ_BLAS, avx2};

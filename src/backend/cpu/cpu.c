@@ -34,6 +34,31 @@ void jev_cpu_backend_free(struct jev_backend *be) {
     free(be);
 }
 
+struct rows_job {
+    jev_cpu_rows_fn fn;
+    void *arg;
+    int64_t n, block;
+};
+
+static void rows_task(void *arg, int64_t task, int thread) {
+    const struct rows_job *j = arg;
+    int64_t r0 = task * j->block, r1 = r0 + j->block < j->n ? r0 + j->block : j->n;
+    j->fn(j->arg, r0, r1, thread);
+}
+
+void jev_cpu_for_rows(struct jev_backend *be, int64_t n, int64_t elems_per_row, jev_cpu_rows_fn fn, void *arg) {
+    if (n <= 0)
+        return;
+    if (!be || be->n_threads <= 1 || n * elems_per_row < JEV_CPU_PAR_MIN_ELEMS || n == 1) {
+        fn(arg, 0, n, 0);
+        return;
+    }
+    /* two blocks per thread, so that a thread that starts late does not hold the job up */
+    int64_t blocks = 2 * (int64_t)be->n_threads;
+    struct rows_job j = {fn, arg, n, (n + blocks - 1) / blocks};
+    jev_pool_run(be->pool, (n + j.block - 1) / j.block, rows_task, &j);
+}
+
 struct jev_pool *jev_cpu_backend_pool(struct jev_backend *be) { return be ? be->pool : NULL; }
 
 const struct jev_ops jev_cpu_ops = {

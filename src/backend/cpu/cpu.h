@@ -42,6 +42,18 @@ static inline float *jev_cpu_wbuf(struct jev_backend *be, int thread) {
     return be->wbuf + (size_t)thread * JEV_CPU_WBUF_FLOATS;
 }
 
+/*
+ * Row loops of the pointwise and norm ops: fn(arg, r0, r1, thread) over [0, n) in
+ * blocks spread over the pool once the op touches at least
+ * JEV_CPU_PAR_MIN_ELEMS values (n * elems_per_row), else on the calling
+ * thread (a decode step's ops are a few thousand values: a pool job would
+ * cost more than the work). Rows are independent, so the result does not
+ * depend on the split.
+ */
+#define JEV_CPU_PAR_MIN_ELEMS (1 << 15)
+typedef void (*jev_cpu_rows_fn)(void *arg, int64_t r0, int64_t r1, int thread); /* thread: for jev_cpu_scratch */
+void jev_cpu_for_rows(struct jev_backend *be, int64_t n, int64_t elems_per_row, jev_cpu_rows_fn fn, void *arg);
+
 /* cpu-dense.c: the scalar reference products */
 void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
@@ -89,6 +101,13 @@ void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
 void jev_cpu_gdn_conv_fast(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
                            int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+/* cpu-small-gemm.c (AVX2; callers check jev_cpu_has_avx2): products of the small shapes inside one task.
+ * C[M][N] = alpha * sum_k a(i,k) B[k][n] + beta * C, a(i,k) = A[i*ai + k*ak] (row-major A: ai = lda, ak = 1;
+ * A transposed: ai = 1, ak = lda); B row-major with ldb; beta 0 does not read C. */
+void jev_cpu_small_gemm(int M, int N, int K, float alpha, const float *A, int64_t ai, int64_t ak, const float *B,
+                        int64_t ldb, float beta, float *C, int64_t ldc);
+/* X[L][N] <- T^-1 X for T unit lower triangular (the strict lower part of T[L][L] is read); N % 8 == 0. */
+void jev_cpu_small_trsm_lower_unit(int L, int N, const float *T, int64_t ldt, float *X, int64_t ldx);
 /* Per-thread scratch floats the delta rule needs for shape s (must fit JEV_CPU_SCRATCH_FLOATS). */
 int64_t jev_cpu_gdn_scratch(const struct jev_gdn_shape *s);
 
