@@ -43,6 +43,7 @@ static void usage(FILE *f) {
             "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
             "  --synthetic yes|no say whether --model has seeded random weights (recorded)\n"
             "  --model-id S       the model's name in the record\n"
+            "  --git-commit SHA   the commit to record (default: read from .git here; for copies without it)\n"
             "Quick check: jev bench --counts 1 4 --repeats 1 --output artifacts/quick.json\n");
 }
 
@@ -169,6 +170,10 @@ int cmd_bench(int argc, char **argv) {
             o.dump_inputs = val;
         } else if (!strcmp(a, "--model-id")) {
             o.model_id = val;
+        } else if (!strcmp(a, "--git-commit")) {
+            /* 40 hex digits, as git prints a sha-1 commit */
+            bad = strlen(val) != 40 || strspn(val, "0123456789abcdef") != 40;
+            o.git_commit = val;
         } else if (!strcmp(a, "--synthetic")) {
             if (!strcmp(val, "yes"))
                 o.model_synthetic = 1;

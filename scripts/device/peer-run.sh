@@ -23,7 +23,8 @@
 # OUT (set by the device tool; else $WORK/out), THREADS (all cores), COUNTS ("1 4 16 64"),
 # REPEATS (3), CPU_COUNTS ("1 4 16": the CPU peer is the slow one), CPU_REPEATS ($REPEATS),
 # CONFIG (configs/qwen3.5-0.8b.json), SEED (1), LAYOUT (mlx4), MAX_DELTA (1e-3: the f32
-# agreement bound printed by the comparison; exceeding it is reported, not fatal).
+# agreement bound printed by the comparison; exceeding it is reported, not fatal), GIT_COMMIT (the
+# commit jev was built from, recorded by jev bench: the copy on the GPU machine has no .git).
 #
 # Assumptions: x86-64 Linux with python3 holding torch + transformers (>= 5, Qwen3.5) +
 # tokenizers and a CUDA GPU for the gpu-* steps; the repository copy holds .cache/tokenizer-qwen3
@@ -95,8 +96,10 @@ step_layouts() {
 step_jev() {
     need_jev
     # shellcheck disable=SC2086
+    local commit=()
+    [ -n "${GIT_COMMIT:-}" ] && commit=(--git-commit "$GIT_COMMIT")
     run_logged "$JEV" bench --model "$MODEL" --backend cpu --threads "$THREADS" --counts $COUNTS \
-        --repeats "$REPEATS" --output "$WORK/jev.json"
+        --repeats "$REPEATS" --output "$WORK/jev.json" "${commit[@]}"
 }
 
 # peer DEVICE DTYPE COUNTS REPEATS -> $WORK/peer-DEVICE-DTYPE.json (+ its comparison with jev)
