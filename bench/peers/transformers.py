@@ -525,13 +525,43 @@ def run_peer(args):
             ex.pop("norm_ms", None)
         return f
 
+    env = environment(torch, tf, args, man, weights, facts, vocab)
+    note = ("transformers peer (bench/peers/transformers.py): stock Qwen3_5ForConditionalGeneration on the "
+            "weights, token ids and pixel values of jev's dump. Total time excludes image decoding, "
+            "preprocessing and tokenization (done by jev before the dump) and includes the host-to-device copy "
+            "of ids and pixels. generate_json prefills in one forward (prefill_chunk null). "
+            + ("peak_bytes: torch.cuda.max_memory_allocated, weights included (environment.extra.weights_bytes)."
+               if device == "cuda" else
+               "peak_bytes null: on CPU torch has no allocation counter comparable to jev's arena peaks, and RSS "
+               "is not what the schema measures."))
+
+    def write(done, samples):
+        """The record of the counts finished so far: written after every count, so that a run cut short
+        (a machine taken back) still leaves the rows it measured; settings.counts names only those."""
+        settings = {
+            "counts": done, "repeats": args.repeats, "warmup": 1, "batch": batch, "paths": list(PATHS),
+            "scoring": "label", "image_max_side": man["settings"]["image_max_side"] or 768,
+            "prefill_chunk": None,  # generate() prefills the prompt in one forward
+            "max_new_tokens_min": man["settings"]["max_new_tokens_min"],
+            "max_new_tokens_per_decision": man["settings"]["max_new_tokens_per_decision"],
+            "order": "rotated", "workload": man.get("workload"),
+            "extra": {"inputs_dir": os.path.abspath(args.inputs_dir), "phases": not args.no_phases,
+                      "counts_requested": counts},
+        }
+        part = "" if done == counts else f" Partial: counts {done} of the requested {counts} were run."
+        rec = build_record(env, settings, samples, note + part)
+        validate_record(rec)
+        write_json_atomic(args.out, rec)
+        log(f"wrote {args.out}" + (f" (counts {done} so far)" if part else ""))
+        return rec
+
     smallest = runs[counts[0]]
     with torch.no_grad():  # (not inference_mode: the shared path deep-copies the cache's tensors)
         for p in PATHS:  # warm once per path on one decision
             request(p, runs[1] if 1 in runs else smallest, 1)
         log("warm-up done")
         samples = {}
-        for n in counts:
+        for ci, n in enumerate(counts):
             for rep in range(args.repeats):
                 order = PATHS[rep % len(PATHS):] + PATHS[:rep % len(PATHS)]
                 for k, p in enumerate(order):
@@ -548,29 +578,7 @@ def run_peer(args):
                     samples.setdefault((n, p), []).append(s)
                     log(f"{n:3d} {p:14s} r{rep} {f['total_ms']:10.1f} ms  lm {f['lm_forwards']:4d}  "
                         f"vision {f['vision_forwards']:3d}  valid {f['valid']}")
-
-    env = environment(torch, tf, args, man, weights, facts, vocab)
-    settings = {
-        "counts": counts, "repeats": args.repeats, "warmup": 1, "batch": batch, "paths": list(PATHS),
-        "scoring": "label", "image_max_side": man["settings"]["image_max_side"] or 768,
-        "prefill_chunk": None,  # generate() prefills the prompt in one forward
-        "max_new_tokens_min": man["settings"]["max_new_tokens_min"],
-        "max_new_tokens_per_decision": man["settings"]["max_new_tokens_per_decision"],
-        "order": "rotated", "workload": man.get("workload"),
-        "extra": {"inputs_dir": os.path.abspath(args.inputs_dir), "phases": not args.no_phases},
-    }
-    note = ("transformers peer (bench/peers/transformers.py): stock Qwen3_5ForConditionalGeneration on the "
-            "weights, token ids and pixel values of jev's dump. Total time excludes image decoding, "
-            "preprocessing and tokenization (done by jev before the dump) and includes the host-to-device copy "
-            "of ids and pixels. generate_json prefills in one forward (prefill_chunk null). "
-            + ("peak_bytes: torch.cuda.max_memory_allocated, weights included (environment.extra.weights_bytes)."
-               if device == "cuda" else
-               "peak_bytes null: on CPU torch has no allocation counter comparable to jev's arena peaks, and RSS "
-               "is not what the schema measures."))
-    rec = build_record(env, settings, samples, note)
-    validate_record(rec)
-    write_json_atomic(args.out, rec)
-    log(f"wrote {args.out}")
+            rec = write(counts[:ci + 1], samples)
     return rec
 
 

@@ -24,7 +24,9 @@
 # REPEATS (3), CPU_COUNTS ("1 4 16": the CPU peer is the slow one), CPU_REPEATS ($REPEATS),
 # CONFIG (configs/qwen3.5-0.8b.json), SEED (1), LAYOUT (mlx4), MAX_DELTA (1e-3: the f32
 # agreement bound printed by the comparison; exceeding it is reported, not fatal), GIT_COMMIT (the
-# commit jev was built from, recorded by jev bench: the copy on the GPU machine has no .git).
+# commit jev was built from, recorded by jev bench: the copy on the GPU machine has no .git),
+# JEV_RECORD (the jev record the peers compare their distributions with; default $WORK/jev.json,
+# e.g. a committed bench/results/*/jev.json when this run measures peers only).
 #
 # Assumptions: x86-64 Linux with python3 holding torch + transformers (>= 5, Qwen3.5) +
 # tokenizers and a CUDA GPU for the gpu-* steps; the repository copy holds .cache/tokenizer-qwen3
@@ -107,7 +109,8 @@ peer() {
     local dev=$1 dt=$2 counts=$3 repeats=$4 tag
     tag=$dev-$([ "$dt" = float32 ] && echo f32 || echo bf16)
     local cmp=()
-    if [ -f "$WORK/jev.json" ]; then cmp=(--compare-with "$WORK/jev.json" --max-delta "$MAX_DELTA"); fi
+    local ref=${JEV_RECORD:-$WORK/jev.json}
+    if [ -f "$ref" ]; then cmp=(--compare-with "$ref" --max-delta "$MAX_DELTA"); fi
     local rc=0
     log "\$ $PY $PEER $MODEL $INPUTS $WORK/peer-$tag.json --device $dev --dtype $dt --threads $THREADS --counts $counts --repeats $repeats ${cmp[*]}"
     # progress (stderr) to the console and the log; the comparison table (stdout) to its own file

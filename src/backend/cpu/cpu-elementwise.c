@@ -29,10 +29,7 @@ static void rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
     for (int64_t r = r0; r < r1; r++) {
         const float *xr = j->x + r * d;
         float *yr = j->y + r * d;
-        float ss = 0.0f;
-        for (int32_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        float inv = 1.0f / sqrtf(ss / (float)d + j->eps);
+        float inv = jev_cpu_rms_inv(xr, d, j->eps);
         for (int32_t i = 0; i < d; i++)
             yr[i] = xr[i] * inv * j->w[i];
     }

@@ -266,10 +266,7 @@ static void gated_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
         const float *xr = j->x + r * d;
         const float *zr = j->z + r * d;
         float *yr = j->y + r * d;
-        float ss = 0.0f;
-        for (int32_t i = 0; i < d; i++)
-            ss += xr[i] * xr[i];
-        float inv = 1.0f / sqrtf(ss / (float)d + j->eps);
+        float inv = jev_cpu_rms_inv(xr, d, j->eps);
         for (int32_t i = 0; i < d; i++) {
             float zi = zr[i];
             yr[i] = (j->w[i] * (xr[i] * inv)) * (zi / (1.0f + expf(-zi)));

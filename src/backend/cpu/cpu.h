@@ -6,6 +6,8 @@
 #ifndef JEV_BACKEND_CPU_H
 #define JEV_BACKEND_CPU_H
 
+#include <math.h>
+
 #include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
 #include "base/pool.h"   // defines: struct jev_pool, jev_pool_run
 
@@ -53,6 +55,15 @@ static inline float *jev_cpu_wbuf(struct jev_backend *be, int thread) {
 #define JEV_CPU_PAR_MIN_ELEMS (1 << 15)
 typedef void (*jev_cpu_rows_fn)(void *arg, int64_t r0, int64_t r1, int thread); /* thread: for jev_cpu_scratch */
 void jev_cpu_for_rows(struct jev_backend *be, int64_t n, int64_t elems_per_row, jev_cpu_rows_fn fn, void *arg);
+
+/* 1 / sqrt(mean(x^2) + eps), the sum in index order (torch's RMSNorm: mean of squares, add eps, rsqrt);
+ * shared by rmsnorm and the gated RMSNorm so that both round alike. */
+static inline float jev_cpu_rms_inv(const float *x, int32_t d, float eps) {
+    float ss = 0.0f;
+    for (int32_t i = 0; i < d; i++)
+        ss += x[i] * x[i];
+    return 1.0f / sqrtf(ss / (float)d + eps);
+}
 
 /* cpu-dense.c: the scalar reference products */
 void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
