@@ -2,6 +2,9 @@
  * cpu-lm.c - the language model's ops on the CPU, scalar reference form:
  * copy, q/gate split, rotary, sigmoid gate, causal attention over K/V spans,
  * and the Gated DeltaNet pieces (conv, gates, delta rule, gated RMSNorm).
+ * The sigmoid gate and the gated RMSNorm have no second form: their
+ * sigmoid / SiLU run 8 lanes at a time through jev_exp8 where AVX2 is
+ * there (within 2 ulp of expf; tested against the formula in double).
  *
  * Numerics follow HF transformers' torch code (modeling_qwen3_5.py) op by op
  * in f32, sums in index order: the attention is eager_attention_forward
@@ -17,8 +20,11 @@
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_* LM ops, jev_cpu_scratch
 
+#include <immintrin.h>
 #include <math.h>
 #include <string.h>
+
+#include "backend/cpu/cpu-simd.h" // defines: jev_exp8, jev_silu8
 
 /* ---- small pointwise ops ---- */
 
@@ -86,10 +92,22 @@ void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, in
     jev_cpu_for_rows(be, n, (int64_t)heads * dh, rope_rows, &j);
 }
 
+/* 8 lanes at a time through jev_exp8 where AVX2 is there; the rest (and other CPUs) the scalar form */
+JEV_AVX2 static int64_t sigmoid_mul_avx2(float *y, const float *z, int64_t i0, int64_t i1) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = i0;
+    for (; i + 8 <= i1; i += 8) {
+        __m256 e = jev_exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_loadu_ps(z + i)));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), _mm256_div_ps(one, _mm256_add_ps(one, e))));
+    }
+    return i;
+}
+
 static void sigmoid_mul_elems(void *arg, int64_t i0, int64_t i1, int thread) {
     (void)thread;
     const struct lm_pw_job *j = arg;
-    for (int64_t i = i0; i < i1; i++)
+    int64_t i = jev_cpu_has_avx2() ? sigmoid_mul_avx2(j->y, j->z, i0, i1) : i0;
+    for (; i < i1; i++)
         j->y[i] = j->y[i] * (1.0f / (1.0f + expf(-j->z[i])));
 }
 
@@ -258,6 +276,17 @@ void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, c
     jev_cpu_for_rows(be, n, hv, gdn_gates_rows, &j);
 }
 
+/* y[i] = (w[i] * (x[i] * inv)) * silu(z[i]) for the lanes of whole vectors; returns where it stopped. */
+JEV_AVX2 static int32_t gated_tail_avx2(const float *x, const float *z, const float *w, float inv, int32_t d, float *y) {
+    const __m256 iv = _mm256_set1_ps(inv);
+    int32_t i = 0;
+    for (; i + 8 <= d; i += 8) {
+        __m256 n = _mm256_mul_ps(_mm256_loadu_ps(w + i), _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(n, jev_silu8(_mm256_loadu_ps(z + i))));
+    }
+    return i;
+}
+
 static void gated_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
     (void)thread;
     const struct lm_pw_job *j = arg;
@@ -267,7 +296,8 @@ static void gated_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
         const float *zr = j->z + r * d;
         float *yr = j->y + r * d;
         float inv = jev_cpu_rms_inv(xr, d, j->eps);
-        for (int32_t i = 0; i < d; i++) {
+        int32_t i = jev_cpu_has_avx2() ? gated_tail_avx2(xr, zr, j->w, inv, d, yr) : 0;
+        for (; i < d; i++) {
             float zi = zr[i];
             yr[i] = (j->w[i] * (xr[i] * inv)) * (zi / (1.0f + expf(-zi)));
         }

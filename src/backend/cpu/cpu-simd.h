@@ -1,6 +1,6 @@
 /*
  * cpu-simd.h - the AVX2 helpers the fast CPU kernels share: horizontal
- * sum and max of 8 lanes, and exp of 8 lanes. Include only from files whose
+ * sum and max of 8 lanes, exp and SiLU of 8 lanes. Include only from files whose
  * AVX2 functions carry JEV_AVX2 and check jev_cpu_has_avx2() at run time.
  */
 #ifndef JEV_BACKEND_CPU_SIMD_H
@@ -43,6 +43,12 @@ JEV_AVX2 static inline __m256 jev_exp8(__m256 x) {
     y = _mm256_fmadd_ps(y, _mm256_mul_ps(x, x), _mm256_add_ps(x, _mm256_set1_ps(1.0f)));
     __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(fx), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+/* silu(x) = x / (1 + e^-x) for 8 floats, through jev_exp8 (SwiGLU, the DeltaNet conv). */
+JEV_AVX2 static inline __m256 jev_silu8(__m256 x) {
+    __m256 e = jev_exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
 #endif
