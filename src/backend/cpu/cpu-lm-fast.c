@@ -5,7 +5,8 @@
  *
  * Attention: one task per (run, query row, K/V head) computes the scores of
  * all query heads of the GQA group against each key row loaded once (AVX2
- * dots over dh), the f32 softmax, then weights . V as row axpys.
+ * dots over dh), the f32 softmax (exp 8 lanes at a time, the sum in 8 lanes
+ * then across), then weights . V as row axpys.
  *
  * Delta rule, chunked: the same matrices as torch_chunk_gated_delta_rule,
  * formed by the same operations, one small-matrix kernel call each
@@ -103,11 +104,19 @@ static void attn_task(void *arg, int64_t task, int thread) {
         }
     for (int32_t g = 0; g < grp; g++) {
         float *sc = score + g * n_keys, sum = 0.0f;
-        for (int32_t k = 0; k < n_keys; k++) {
+        int32_t k = 0;
+        __m256 mv = _mm256_set1_ps(mx[g]), sv = _mm256_setzero_ps();
+        for (; k + 8 <= n_keys; k += 8) { /* jev_exp8: within 2 ulp of expf */
+            __m256 e = jev_exp8(_mm256_sub_ps(_mm256_loadu_ps(sc + k), mv));
+            _mm256_storeu_ps(sc + k, e);
+            sv = _mm256_add_ps(sv, e);
+        }
+        sum = jev_hsum8(sv);
+        for (; k < n_keys; k++) {
             sc[k] = expf(sc[k] - mx[g]);
             sum += sc[k];
         }
-        for (int32_t k = 0; k < n_keys; k++)
+        for (k = 0; k < n_keys; k++)
             sc[k] = sc[k] / sum;
         memset(j->o + (row * s->n_heads + kvh * grp + g) * dh, 0, (size_t)dh * sizeof(float));
     }
