@@ -6,7 +6,6 @@
 #   make test-asan  the same suite under AddressSanitizer + UBSan (build-asan/)
 #   make run        the README's main job
 #   make fuzz       libFuzzer targets (clang), each run briefly
-#   make cuda       the CUDA backend objects (nvcc, sm_90)
 #   make $(BUILD)/bench/NAME   a benchmark program from bench/NAME.c
 #
 # Warnings are errors everywhere. BUILD selects the output folder so that the
@@ -37,7 +36,7 @@ TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan run setup fuzz cuda clean format bench
+.PHONY: all test test-asan run setup fuzz clean format bench
 all: $(BUILD)/jev $(TEST_BIN)
 
 $(BUILD)/%.o: %.c

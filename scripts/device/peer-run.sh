@@ -16,7 +16,7 @@
 #   bash scripts/device/peer-run.sh start STEP...    run them in the background (setsid) and return
 #   bash scripts/device/peer-run.sh wait [SECONDS]   wait for a background run (default 540), collect
 #   bash scripts/device/peer-run.sh status           the tail of the background log
-# Steps: check prep layouts jev gpu-f32 gpu-bf16 cpu-f32 report collect
+# Steps: check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 report collect
 #        all = check prep jev gpu-f32 gpu-bf16 cpu-f32 report
 #
 # Knobs (environment): JEV (build-portable/jev), PY (python3), WORK (/tmp/jev-peer),
@@ -125,6 +125,14 @@ peer() {
     return 0
 }
 
+# where jev's time goes on this machine: the main job's 8 questions with the op profile (src/backend/profile.h)
+step_profile() {
+    need_jev
+    log "\$ JEV_PROFILE=1 $JEV decide --model $MODEL --workload bench/dog-workload.json --decisions 8 --threads $THREADS"
+    JEV_PROFILE=1 "$JEV" decide --model "$MODEL" --workload bench/dog-workload.json --decisions 8 \
+        --threads "$THREADS" 2>&1 | grep -v '^q0' | tee -a "$WORK/log.txt"
+}
+
 step_gpu_f32() { peer cuda float32 "$COUNTS" "$REPEATS"; }
 step_gpu_bf16() { peer cuda bfloat16 "$COUNTS" "$REPEATS"; }
 step_cpu_f32() { peer cpu float32 "$CPU_COUNTS" "$CPU_REPEATS"; }
@@ -154,11 +162,11 @@ run_steps() {
     for s in "$@"; do
         case $s in
         all) run_steps check prep jev gpu-f32 gpu-bf16 cpu-f32 report ;;
-        check | prep | layouts | jev | gpu-f32 | gpu-bf16 | cpu-f32 | report | collect)
+        check | prep | layouts | profile | jev | gpu-f32 | gpu-bf16 | cpu-f32 | report | collect)
             log "step $s"
             "step_${s//-/_}"
             ;;
-        *) die "unknown step '$s' (check prep layouts jev gpu-f32 gpu-bf16 cpu-f32 report collect all)" ;;
+        *) die "unknown step '$s' (check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 report collect all)" ;;
         esac
     done
 }
