@@ -87,9 +87,8 @@ int main(int argc, char **argv) {
     printf("cpu-scaling: %d cores online; product %d x %d x %d (%.2f GFLOP); %s\n", jev_cpu_count(), m, rows, cols,
            flops / 1e9, openblas_get_config());
     printf("%7s %12s %16s %14s %14s\n", "threads", "peak GF/s", "pool sgemm GF/s", "openblas GF/s", "empty job us");
-    for (int threads = 1; threads <= max_threads; threads = threads * 2 > max_threads && threads < max_threads
-                                                                    ? max_threads
-                                                                    : threads * 2) {
+    for (int threads = 1; threads <= max_threads;
+         threads = threads * 2 > max_threads && threads < max_threads ? max_threads : threads * 2) {
         struct jev_error err;
         struct jev_pool *pool = NULL;
         if (jev_pool_init(&pool, threads, &err) != JEV_OK) {
@@ -110,8 +109,7 @@ int main(int argc, char **argv) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, x, cols, w, cols, 0.0f, y, rows);
         for (int r = 0; r < repeats; r++) {
             double t0 = jev_now_ms();
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, x, cols, w, cols, 0.0f, y,
-                        rows);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, x, cols, w, cols, 0.0f, y, rows);
             t[r] = jev_now_ms() - t0;
         }
         double blas_gf = flops / (median(t, repeats) * 1e6);

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h"  // defines: jev_cpu_ops, jev_cpu_backend_new
-#include "backend/profile.h"  // defines: jev_profile_wrap, jev_profile_report
+#include "backend/cpu/cpu.h" // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "backend/profile.h" // defines: jev_profile_wrap, jev_profile_report
 
 /* The report of the accumulated table as a string (caller frees). */
 static char *report_text(void) {

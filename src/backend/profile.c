@@ -14,15 +14,54 @@
 #include "base/timing.h" // defines: jev_now_ms
 
 enum slot {
-    S_MATMUL_FEW, S_MATMUL_MANY, S_MATMUL_ROWS, S_EMBED, S_RMSNORM, S_LAYERNORM, S_ADD, S_ADD_BIAS, S_SWIGLU,
-    S_GELU, S_COPY, S_SPLIT_QGATE, S_ROPE, S_SIGMOID_MUL, S_ATTENTION, S_GDN_CONV, S_GDN_GATES, S_GDN_RULE,
-    S_GATED_RMSNORM, S_VISION_ROPE, S_VISION_ATTENTION, S_VISION_POS_ADD, S_COUNT
+    S_MATMUL_FEW,
+    S_MATMUL_MANY,
+    S_MATMUL_ROWS,
+    S_EMBED,
+    S_RMSNORM,
+    S_LAYERNORM,
+    S_ADD,
+    S_ADD_BIAS,
+    S_SWIGLU,
+    S_GELU,
+    S_COPY,
+    S_SPLIT_QGATE,
+    S_ROPE,
+    S_SIGMOID_MUL,
+    S_ATTENTION,
+    S_GDN_CONV,
+    S_GDN_GATES,
+    S_GDN_RULE,
+    S_GATED_RMSNORM,
+    S_VISION_ROPE,
+    S_VISION_ATTENTION,
+    S_VISION_POS_ADD,
+    S_COUNT
 };
 
 static const char *const slot_names[S_COUNT] = {
-    "matmul (1-2 tokens)", "matmul (3+ tokens)", "matmul_rows", "embed", "rmsnorm", "layernorm", "add",
-    "add_bias", "swiglu", "gelu", "copy", "split_qgate", "rope", "sigmoid_mul", "attention", "gdn_conv",
-    "gdn_gates", "gdn_rule", "gated_rmsnorm", "vision_rope", "vision_attention", "vision_pos_add",
+    "matmul (1-2 tokens)",
+    "matmul (3+ tokens)",
+    "matmul_rows",
+    "embed",
+    "rmsnorm",
+    "layernorm",
+    "add",
+    "add_bias",
+    "swiglu",
+    "gelu",
+    "copy",
+    "split_qgate",
+    "rope",
+    "sigmoid_mul",
+    "attention",
+    "gdn_conv",
+    "gdn_gates",
+    "gdn_rule",
+    "gated_rmsnorm",
+    "vision_rope",
+    "vision_attention",
+    "vision_pos_add",
 };
 
 static struct {
@@ -39,7 +78,9 @@ static void record(enum slot s, double t0, double flops) {
     slots[s].flops += flops;
 }
 
-static double mm_flops(const struct jev_matrix *w, int64_t rows, int64_t n) { return 2.0 * (double)n * (double)rows * (double)w->cols; }
+static double mm_flops(const struct jev_matrix *w, int64_t rows, int64_t n) {
+    return 2.0 * (double)n * (double)rows * (double)w->cols;
+}
 
 static void p_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
     double t0 = jev_now_ms();
@@ -55,11 +96,11 @@ static void p_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
 }
 
 /* The other ops: time the call, no flop count. */
-#define TIMED(SLOT, CALL)                                                                                    \
-    do {                                                                                                     \
-        double t0 = jev_now_ms();                                                                            \
-        CALL;                                                                                                \
-        record(SLOT, t0, 0.0);                                                                               \
+#define TIMED(SLOT, CALL)                                                                                              \
+    do {                                                                                                               \
+        double t0 = jev_now_ms();                                                                                      \
+        CALL;                                                                                                          \
+        record(SLOT, t0, 0.0);                                                                                         \
     } while (0)
 
 static void p_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out) {
@@ -73,7 +114,9 @@ static void p_layernorm(struct jev_backend *be, const float *x, const float *w, 
                         float eps, float *y) {
     TIMED(S_LAYERNORM, inner->layernorm(be, x, w, b, n, d, eps, y));
 }
-static void p_add(struct jev_backend *be, float *x, const float *y, int64_t n) { TIMED(S_ADD, inner->add(be, x, y, n)); }
+static void p_add(struct jev_backend *be, float *x, const float *y, int64_t n) {
+    TIMED(S_ADD, inner->add(be, x, y, n));
+}
 static void p_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d) {
     TIMED(S_ADD_BIAS, inner->add_bias(be, y, b, n, d));
 }
@@ -125,8 +168,8 @@ static void p_vision_attention(struct jev_backend *be, const float *qkv, int64_t
                                float scale, float *out) {
     TIMED(S_VISION_ATTENTION, inner->vision_attention(be, qkv, n, n_heads, head_dim, scale, out));
 }
-static void p_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx,
-                             const float *w, int64_t n, float *x) {
+static void p_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                             int64_t n, float *x) {
     TIMED(S_VISION_POS_ADD, inner->vision_pos_add(be, table, idx, w, n, x));
 }
 

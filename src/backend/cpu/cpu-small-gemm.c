@@ -87,8 +87,8 @@ JEV_AVX2 void jev_cpu_small_trsm_lower_unit(int L, int N, const float *T, int64_
         for (int n = 0; n < N; n += 8) {
             __m256 acc = _mm256_loadu_ps(xi + n);
             for (int m = 0; m < i; m++)
-                acc = _mm256_fnmadd_ps(_mm256_set1_ps(T[(int64_t)i * ldt + m]), _mm256_loadu_ps(X + (int64_t)m * ldx + n),
-                                       acc);
+                acc = _mm256_fnmadd_ps(_mm256_set1_ps(T[(int64_t)i * ldt + m]),
+                                       _mm256_loadu_ps(X + (int64_t)m * ldx + n), acc);
             _mm256_storeu_ps(xi + n, acc);
         }
     }
