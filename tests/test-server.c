@@ -6,7 +6,7 @@
  * 405 with Allow, 413 by Content-Length and by a chunked body; /health and
  * /v1/models; distinct request ids; 4 client threads at once; a full queue
  * answering 429 with Retry-After while a broken body still gets its own
- * error; start/stop twice. Nothing waits on a clock: the queue test holds
+ * error; start/stop twice; `jev serve` stopping on SIGTERM with status 0. Nothing waits on a clock: the queue test holds
  * the decider's lock and waits until the server has admitted the request.
  */
 #include <setjmp.h>
@@ -19,10 +19,13 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "jev.h"            // defines: jev_model_load, jev_decide_json
 #include "server/server.h"  // defines: jev_server_start, jev_server_stop, jev_server_lock
@@ -565,6 +568,46 @@ static void test_bad_params(void **state) {
     assert_null(s);
 }
 
+/* ---- the CLI ---- */
+
+/* `jev serve` on port 0 as a child: its start line names the port, /health answers, SIGTERM stops it
+ * with exit status 0 (under ASan: with nothing leaked). */
+static void test_cli_serve_stops_on_sigterm(void **state) {
+    (void)state;
+    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    assert_non_null(out);
+    char line[512] = "";
+    bool got = fgets(line, sizeof line, out) != NULL; /* blocks until the server listens or exits */
+    const char *at = strstr(line, "http://127.0.0.1:");
+    int port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+    struct reply r = {0};
+    if (port > 0)
+        r = get(port, "/health");
+    kill(pid, SIGTERM);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    fclose(out);
+    assert_true(got);
+    assert_true(port > 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decisions_match_the_decide_layer),
@@ -576,6 +619,7 @@ int main(void) {
         cmocka_unit_test(test_full_queue_is_429),
         cmocka_unit_test(test_start_stop_twice),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_cli_serve_stops_on_sigterm),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -97,6 +97,7 @@ int cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that hangs up mid-response is an error return, not death */
 
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
