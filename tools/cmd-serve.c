@@ -1,13 +1,140 @@
 /*
- * cmd-serve.c - `jev serve`. Not built yet: answers with a clear message.
+ * cmd-serve.c - `jev serve`: the HTTP server (src/server/server.h) over one
+ * model, one engine and one decider, until SIGINT or SIGTERM; then it stops
+ * cleanly (the decision in progress finishes, connections close).
+ *
+ * The signals are blocked before the server starts, so libmicrohttpd's
+ * threads inherit the mask and the main thread alone takes them through
+ * sigwait: no handler runs in the middle of a request.
  */
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "commands.h" // defines: cmd_serve
+#include "base/log.h"        // defines: jev_log_set_level
+#include "cli-args.h"        // defines: cli_parse_long
+#include "commands.h"        // defines: cmd_serve
+#include "jev.h"             // defines: jev_model_load, jev_engine_init, jev_decider_open
+#include "server/server.h"   // defines: jev_server_start, jev_server_stop
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: jev serve --model DIR [options]\n\n"
+            "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
+            "  --host H             address to bind (default 127.0.0.1)\n"
+            "  --port N             TCP port (default 8080; 0 = any free port)\n"
+            "  --api-key K          require \"Authorization: Bearer K\" (default: $JEV_API_KEY; none = open)\n"
+            "  --threads N          compute threads (default: all cores)\n"
+            "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
+            "  --max-body BYTES     largest request body (default 67108864 = 64 MiB)\n"
+            "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
+            "  -v                   one log line per request on stderr\n\n"
+            "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n");
+}
 
 int cmd_serve(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "jev serve: not available in this build yet\n");
-    return 1;
+    struct jev_server_params sp = jev_server_default_params();
+    const char *dir = NULL;
+    long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
+    long max_body = (long)sp.max_body_bytes;
+    bool verbose = false;
+    sp.api_key = getenv("JEV_API_KEY");
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0, takes = 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            verbose = true, takes = 0;
+        } else if (!v) {
+            bad = 2;
+        } else if (!strcmp(a, "--model")) {
+            dir = v;
+        } else if (!strcmp(a, "--host")) {
+            sp.host = v;
+        } else if (!strcmp(a, "--port")) {
+            bad = cli_parse_long(v, 0, 65535, &port);
+        } else if (!strcmp(a, "--api-key")) {
+            sp.api_key = v;
+        } else if (!strcmp(a, "--threads")) {
+            bad = cli_parse_long(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--http-threads")) {
+            bad = cli_parse_long(v, 1, 1024, &http_threads);
+        } else if (!strcmp(a, "--max-body")) {
+            bad = cli_parse_long(v, 1, 1L << 32, &max_body);
+        } else if (!strcmp(a, "--max-queue")) {
+            bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
+        } else {
+            bad = 2;
+        }
+        if (bad) {
+            if (bad == 2)
+                fprintf(stderr, "jev serve: unknown or incomplete option '%s'\n\n", a);
+            else
+                fprintf(stderr, "jev serve: bad value '%s' for %s\n\n", v, a);
+            usage(stderr);
+            return 2;
+        }
+        i += takes;
+    }
+    if (!dir) {
+        fprintf(stderr, "jev serve: --model is required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    sp.port = (int32_t)port;
+    sp.http_threads = (int32_t)http_threads;
+    sp.max_queue = (int32_t)max_queue;
+    sp.max_body_bytes = (size_t)max_body;
+    if (verbose)
+        jev_log_set_level(JEV_LOG_INFO);
+
+    /* SIGINT and SIGTERM blocked from here on, in every thread started after this */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that hangs up mid-response is an error return, not death */
+
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = (int32_t)threads;
+    struct jev_model *model = NULL;
+    struct jev_engine *engine = NULL;
+    struct jev_decider *decider = NULL;
+    struct jev_server *server = NULL;
+    char msg[512];
+    int rc = 1;
+    if (jev_model_load(dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
+        fprintf(stderr, "jev serve: %s\n", msg);
+        goto done;
+    }
+    struct jev_engine_params ep = jev_engine_default_params();
+    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK) {
+        fprintf(stderr, "jev serve: %s\n", engine ? jev_engine_last_error(engine) : "out of memory");
+        goto done;
+    }
+    struct jev_error err = {0};
+    if (jev_server_start(model, decider, &sp, &server, &err) != JEV_OK) {
+        fprintf(stderr, "jev serve: %s\n", err.msg);
+        goto done;
+    }
+    const char *host = sp.host ? sp.host : "127.0.0.1";
+    bool v6 = strchr(host, ':') != NULL;
+    printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, queue %d)\n", v6 ? "[" : "",
+           host, v6 ? "]" : "", jev_server_port(server), dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
+           sp.http_threads, sp.max_queue);
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "jev serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    rc = 0;
+done:
+    jev_server_stop(server);
+    jev_decider_close(decider);
+    jev_engine_free(engine);
+    jev_model_free(model);
+    return rc;
 }

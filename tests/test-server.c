@@ -1,0 +1,625 @@
+/*
+ * test-server.c - the HTTP server (src/server/server.h) in-process on an
+ * ephemeral port over the tiny synthetic model, driven with libcurl: the
+ * decision routes answer exactly what jev_decide_json answers for the same
+ * body (both shapes, valid and refused); auth with and without a key; 404,
+ * 405 with Allow, 413 by Content-Length and by a chunked body; /health and
+ * /v1/models; distinct request ids; 4 client threads at once; a full queue
+ * answering 429 with Retry-After while a broken body still gets its own
+ * error; start/stop twice; `jev serve` stopping on SIGTERM with status 0. Nothing waits on a clock: the queue test holds
+ * the decider's lock and waits until the server has admitted the request.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "jev.h"            // defines: jev_model_load, jev_decide_json
+#include "server/server.h"  // defines: jev_server_start, jev_server_stop, jev_server_lock
+#include "tiny-model.h"     // defines: tiny_model_write, tiny_test_dir
+
+static struct jev_model *model;
+static struct jev_engine *engine;
+static struct jev_decider *decider;
+static char model_dir[1024];
+
+static const char *so_body = "{\"model\":\"jev-latest\",\"state\":{\"note\":\"a red door\"},\"questions\":{"
+                             "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"},"
+                             "\"color\":{\"type\":\"choice\",\"instructions\":\"Which color?\","
+                             "\"criteria\":{\"red\":null,\"blue\":\"like the sky\",\"green\":null}},"
+                             "\"size\":{\"type\":\"score\",\"instructions\":\"How big?\",\"criteria\":[\"small\","
+                             "\"large\"]}}}";
+static const char *oa_body = "{\"model\":\"gpt-6-luna\",\"input\":\"text\",\"questions\":["
+                             "{\"type\":\"predicate\",\"instructions\":\"Refund?\",\"name\":\"refund\"},"
+                             "{\"type\":\"score\",\"instructions\":\"Mood?\",\"name\":\"mood\",\"levels\":[{\"label\":"
+                             "\"calm\"},{\"label\":\"angry\"}]}]}";
+static const char *bad_json = "{not json";
+static const char *bad_score = "{\"state\":\"x\",\"questions\":{\"q\":{\"type\":\"score\",\"instructions\":\"How?\","
+                               "\"criteria\":[\"only one\"]}}}";
+
+/* ---- fixtures ---- */
+
+static int setup(void **state) {
+    (void)state;
+    tiny_test_dir("server", "tiny-hf", model_dir, sizeof model_dir);
+    if (tiny_model_write(model_dir, JEV_SYNTH_HF) != 0)
+        return -1;
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = 2;
+    char msg[512];
+    if (jev_model_load(model_dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
+        fprintf(stderr, "load: %s\n", msg);
+        return -1;
+    }
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_tokens = 2048;
+    ep.max_batch = 8;
+    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK)
+        return -1;
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    curl_global_cleanup();
+    jev_decider_close(decider);
+    jev_engine_free(engine);
+    jev_model_free(model);
+    return 0;
+}
+
+static struct jev_server *start(const struct jev_server_params *p) {
+    struct jev_server *s = NULL;
+    struct jev_error err = {0};
+    enum jev_status st = jev_server_start(model, decider, p, &s, &err);
+    if (st != JEV_OK)
+        fprintf(stderr, "start: %s\n", err.msg);
+    assert_int_equal(st, JEV_OK);
+    assert_true(jev_server_port(s) > 0);
+    return s;
+}
+
+static struct jev_server_params params(void) {
+    struct jev_server_params p = jev_server_default_params();
+    p.port = 0;
+    return p;
+}
+
+/* What the decide layer answers for a body, asked directly (under the server's lock when one runs). */
+static char *direct(struct jev_server *s, const char *body, enum jev_request_format f, int32_t *http) {
+    char *resp = NULL;
+    if (s)
+        jev_server_lock(s);
+    jev_decide_json(decider, body, strlen(body), f, &resp, http);
+    if (s)
+        jev_server_unlock(s);
+    assert_non_null(resp);
+    return resp;
+}
+
+/* ---- one HTTP exchange ---- */
+
+struct reply {
+    long status;
+    char *body;       /* malloc'd, NUL-terminated */
+    size_t len;
+    char id[64];      /* x-typesafe-request-id */
+    char ctype[64];   /* Content-Type */
+    char allow[64];   /* Allow */
+    char retry[16];   /* Retry-After */
+    bool curl_ok;     /* the transfer completed */
+};
+
+static size_t on_body(char *p, size_t size, size_t n, void *u) {
+    struct reply *r = u;
+    char *b = realloc(r->body, r->len + size * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->len, p, size * n);
+    r->body = b;
+    r->len += size * n;
+    r->body[r->len] = '\0';
+    return size * n;
+}
+
+static void header_value(const char *line, size_t n, const char *name, char *out, size_t size) {
+    size_t k = strlen(name);
+    if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return;
+    const char *v = line + k + 1;
+    size_t m = n - k - 1;
+    while (m && (*v == ' '))
+        v++, m--;
+    while (m && (v[m - 1] == '\r' || v[m - 1] == '\n'))
+        m--;
+    snprintf(out, size, "%.*s", (int)m, v);
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *u) {
+    struct reply *r = u;
+    header_value(p, size * n, "x-typesafe-request-id", r->id, sizeof r->id);
+    header_value(p, size * n, "Content-Type", r->ctype, sizeof r->ctype);
+    header_value(p, size * n, "Allow", r->allow, sizeof r->allow);
+    header_value(p, size * n, "Retry-After", r->retry, sizeof r->retry);
+    return size * n;
+}
+
+/* A chunked upload of `chunked_len` bytes of spaces, fed piece by piece. */
+struct feed {
+    size_t left;
+};
+
+static size_t on_read(char *p, size_t size, size_t n, void *u) {
+    struct feed *f = u;
+    size_t k = size * n < f->left ? size * n : f->left;
+    k = k > 1000 ? 1000 : k;
+    memset(p, ' ', k);
+    f->left -= k;
+    return k;
+}
+
+struct call {
+    const char *method;   /* "GET", "POST", ... */
+    const char *path;
+    const char *body;     /* POST body; NULL = none */
+    size_t body_len;      /* 0 = strlen(body) */
+    const char *auth;     /* Authorization header value; NULL = none */
+    bool expect_continue; /* send Expect: 100-continue (the client waits for the server's go) */
+    size_t chunked_len;   /* > 0: a chunked body of this many bytes instead of body */
+};
+
+static struct reply http(int32_t port, const struct call *c) {
+    struct reply r = {0};
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    char url[256], auth[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, c->path);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    if (c->auth) {
+        snprintf(auth, sizeof auth, "Authorization: %s", c->auth);
+        hdr = curl_slist_append(hdr, auth);
+    }
+    hdr = curl_slist_append(hdr, c->expect_continue ? "Expect: 100-continue" : "Expect:");
+    struct feed feed = {c->chunked_len};
+    if (c->chunked_len) {
+        hdr = curl_slist_append(hdr, "Transfer-Encoding: chunked");
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, &feed);
+    } else if (c->body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)(c->body_len ? c->body_len : strlen(c->body)));
+    }
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, c->method);
+    if (!strcmp(c->method, "HEAD"))
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 600000L); /* wait for the server, never guess */
+    CURLcode rc = curl_easy_perform(h);
+    if (rc != CURLE_OK)
+        fprintf(stderr, "curl %s %s: %s\n", c->method, c->path, curl_easy_strerror(rc));
+    r.curl_ok = rc == CURLE_OK;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    return r;
+}
+
+static struct reply post(int32_t port, const char *path, const char *body) {
+    struct call c = {.method = "POST", .path = path, .body = body};
+    return http(port, &c);
+}
+
+static struct reply get(int32_t port, const char *path) {
+    struct call c = {.method = "GET", .path = path};
+    return http(port, &c);
+}
+
+/* The headers every response carries, and an error body of the decide layer's shape. */
+static void check_common(const struct reply *r) {
+    assert_true(r->curl_ok);
+    assert_string_equal(r->ctype, "application/json");
+    assert_true(strlen(r->id) > 4);
+}
+
+static void check_error(const struct reply *r, long status, const char *type) {
+    check_common(r);
+    assert_int_equal(r->status, status);
+    json_t *j = json_loads(r->body ? r->body : "", 0, NULL);
+    assert_non_null(j);
+    assert_int_equal(json_object_size(j), 1);
+    json_t *e = json_object_get(j, "error");
+    assert_int_equal(json_object_size(e), 3);
+    assert_string_equal(json_string_value(json_object_get(e, "type")), type);
+    assert_int_equal(json_integer_value(json_object_get(e, "code")), status);
+    assert_true(strlen(json_string_value(json_object_get(e, "message"))) > 0);
+    json_decref(j);
+}
+
+/* ---- tests ---- */
+
+static void same_as_direct(struct jev_server *s, const char *path, const char *body, enum jev_request_format f,
+                           int32_t want_http) {
+    int32_t http_status = 0;
+    char *want = direct(s, body, f, &http_status);
+    assert_int_equal(http_status, want_http);
+    struct reply r = post(jev_server_port(s), path, body);
+    check_common(&r);
+    assert_int_equal(r.status, http_status);
+    assert_non_null(r.body);
+    assert_string_equal(r.body, want);
+    jev_free(want);
+    free(r.body);
+}
+
+static void test_decisions_match_the_decide_layer(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    same_as_direct(s, "/v1/systemone", so_body, JEV_REQUEST_SYSTEMONE, 200);
+    same_as_direct(s, "/v1/decisions", oa_body, JEV_REQUEST_OPENAI, 200);
+    /* refusals: the status and the error body are the decide layer's, byte for byte */
+    same_as_direct(s, "/v1/systemone", bad_json, JEV_REQUEST_SYSTEMONE, 400);
+    same_as_direct(s, "/v1/systemone", bad_score, JEV_REQUEST_SYSTEMONE, 422);
+    same_as_direct(s, "/v1/decisions", so_body, JEV_REQUEST_OPENAI, 422);
+    /* an empty body is the decide layer's 400 too */
+    struct call c = {.method = "POST", .path = "/v1/systemone", .body = ""};
+    struct reply r = http(jev_server_port(s), &c);
+    check_error(&r, 400, "invalid_request_error");
+    free(r.body);
+    jev_server_stop(s);
+}
+
+static void test_auth(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.api_key = "sekrit-key";
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    const char *wrong[] = {NULL, "Bearer wrong", "Bearer sekrit-ke", "Bearer sekrit-key2", "sekrit-key",
+                           "Basic sekrit-key"};
+    for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
+        struct call c = {.method = "POST", .path = "/v1/systemone", .body = so_body, .auth = wrong[i]};
+        struct reply r = http(port, &c);
+        check_error(&r, 401, "authentication_error");
+        free(r.body);
+        struct call m = {.method = "GET", .path = "/v1/models", .auth = wrong[i]};
+        r = http(port, &m);
+        check_error(&r, 401, "authentication_error");
+        free(r.body);
+    }
+    struct call ok = {.method = "POST", .path = "/v1/systemone", .body = so_body, .auth = "Bearer sekrit-key"};
+    struct reply r = http(port, &ok);
+    check_common(&r);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    r = get(port, "/health"); /* open, for load balancers */
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    jev_server_stop(s);
+
+    /* no key configured: with or without a header */
+    p = params();
+    s = start(&p);
+    port = jev_server_port(s);
+    r = post(port, "/v1/systemone", so_body);
+    check_common(&r);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    struct call any = {.method = "POST", .path = "/v1/systemone", .body = so_body, .auth = "Bearer anything"};
+    r = http(port, &any);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    jev_server_stop(s);
+}
+
+static void test_routes(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    struct reply r = get(port, "/health");
+    check_common(&r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "{\"status\":\"ok\"}");
+    free(r.body);
+
+    r = get(port, "/v1/models");
+    check_common(&r);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_loads(r.body, 0, NULL);
+    assert_non_null(j);
+    json_t *m0 = json_array_get(json_object_get(j, "models"), 0);
+    assert_int_equal(json_array_size(json_object_get(j, "models")), 1);
+    assert_string_equal(json_string_value(json_object_get(m0, "name")), strrchr(model_dir, '/') + 1);
+    assert_true(json_is_string(json_object_get(m0, "description")));
+    assert_non_null(json_object_get(m0, "release_date"));
+    json_decref(j);
+    free(r.body);
+
+    r = get(port, "/v1/nope");
+    check_error(&r, 404, "not_found_error");
+    free(r.body);
+    r = post(port, "/", so_body);
+    check_error(&r, 404, "not_found_error");
+    free(r.body);
+
+    r = get(port, "/v1/systemone");
+    check_error(&r, 405, "invalid_request_error");
+    assert_string_equal(r.allow, "POST");
+    free(r.body);
+    struct call put = {.method = "PUT", .path = "/v1/decisions", .body = oa_body};
+    r = http(port, &put);
+    check_error(&r, 405, "invalid_request_error");
+    assert_string_equal(r.allow, "POST");
+    free(r.body);
+    r = post(port, "/health", "{}");
+    check_error(&r, 405, "invalid_request_error");
+    assert_string_equal(r.allow, "GET, HEAD");
+    free(r.body);
+    jev_server_stop(s);
+}
+
+static void test_body_limit(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.max_body_bytes = strlen(so_body) + 10;
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    /* under the limit: answered */
+    struct reply r = post(port, "/v1/systemone", so_body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    /* a declared length over the limit: refused before the body is sent */
+    size_t n = p.max_body_bytes + 1;
+    char *big = malloc(n + 1);
+    assert_non_null(big);
+    memset(big, ' ', n);
+    big[n] = '\0';
+    struct call c = {.method = "POST", .path = "/v1/systemone", .body = big, .expect_continue = true};
+    r = http(port, &c);
+    check_error(&r, 413, "request_too_large_error");
+    assert_string_equal(r.retry, ""); /* 413 never invites a retry (spec §1) */
+    free(r.body);
+    /* a chunked body with no length: dropped past the limit, then refused */
+    struct call ch = {.method = "POST", .path = "/v1/decisions", .chunked_len = 8 * n};
+    r = http(port, &ch);
+    check_error(&r, 413, "request_too_large_error");
+    free(r.body);
+    /* exactly at the limit: passes the server (the decide layer answers it) */
+    memcpy(big, so_body, strlen(so_body));
+    c.body_len = p.max_body_bytes;
+    c.expect_continue = false;
+    r = http(port, &c);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    free(big);
+    jev_server_stop(s);
+}
+
+static void test_request_ids_differ(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    char ids[6][64];
+    for (int i = 0; i < 6; i++) {
+        struct reply r = i % 3 == 0 ? get(port, "/health") : i % 3 == 1 ? post(port, "/v1/systemone", so_body)
+                                                                      : get(port, "/missing");
+        check_common(&r);
+        snprintf(ids[i], sizeof ids[i], "%s", r.id);
+        free(r.body);
+        for (int k = 0; k < i; k++)
+            assert_string_not_equal(ids[i], ids[k]);
+    }
+    jev_server_stop(s);
+}
+
+/* ---- concurrency ---- */
+
+struct client {
+    int32_t port;
+    int idx;             /* which client: starts the alternation of shapes */
+    const char *want_so; /* expected bodies */
+    const char *want_oa;
+    int ok;              /* requests answered exactly as expected */
+};
+
+static void *client_main(void *u) {
+    struct client *c = u;
+    for (int i = 0; i < 3; i++) {
+        bool so = (i + c->idx) % 2 == 0;
+        struct reply r = post(c->port, so ? "/v1/systemone" : "/v1/decisions", so ? so_body : oa_body);
+        if (r.curl_ok && r.status == 200 && r.body && !strcmp(r.body, so ? c->want_so : c->want_oa))
+            c->ok++;
+        free(r.body);
+    }
+    return NULL;
+}
+
+static void test_concurrent_clients(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.http_threads = 4;
+    struct jev_server *s = start(&p);
+    int32_t http_status = 0;
+    char *want_so = direct(s, so_body, JEV_REQUEST_SYSTEMONE, &http_status);
+    char *want_oa = direct(s, oa_body, JEV_REQUEST_OPENAI, &http_status);
+    struct client cl[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        cl[i] = (struct client){.port = jev_server_port(s), .idx = i, .want_so = want_so, .want_oa = want_oa};
+        assert_int_equal(pthread_create(&th[i], NULL, client_main, &cl[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(cl[i].ok, 3);
+    }
+    assert_int_equal(jev_server_queued(s), 0);
+    jev_free(want_so);
+    jev_free(want_oa);
+    jev_server_stop(s);
+}
+
+struct held {
+    int32_t port;
+    struct reply r;
+};
+
+static void *held_main(void *u) {
+    struct held *h = u;
+    h->r = post(h->port, "/v1/systemone", so_body);
+    return NULL;
+}
+
+static void test_full_queue_is_429(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.max_queue = 0; /* one decision at a time, nobody waits */
+    p.http_threads = 2;
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s), http_status = 0;
+    char *want = direct(s, so_body, JEV_REQUEST_SYSTEMONE, &http_status);
+    jev_server_lock(s); /* the decider is busy */
+    struct held h = {.port = port};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, held_main, &h), 0);
+    while (jev_server_queued(s) < 1) /* the held request is admitted and waits for the lock */
+        sched_yield();
+    struct reply r = post(port, "/v1/systemone", so_body);
+    check_error(&r, 429, "rate_limit_error");
+    assert_string_equal(r.retry, "1");
+    free(r.body);
+    /* validation comes before the gate: a broken body gets its own status even now */
+    r = post(port, "/v1/systemone", bad_score);
+    check_error(&r, 422, "unprocessable_entity_error");
+    free(r.body);
+    r = get(port, "/health");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    jev_server_unlock(s);
+    pthread_join(th, NULL);
+    assert_int_equal(h.r.status, 200);
+    assert_string_equal(h.r.body, want);
+    free(h.r.body);
+    jev_free(want);
+    jev_server_stop(s);
+}
+
+/* ---- lifecycle ---- */
+
+static void test_start_stop_twice(void **state) {
+    (void)state;
+    for (int i = 0; i < 2; i++) {
+        struct jev_server_params p = params();
+        struct jev_server *s = start(&p);
+        struct reply r = get(jev_server_port(s), "/health");
+        assert_int_equal(r.status, 200);
+        free(r.body);
+        jev_server_stop(s);
+    }
+    jev_server_stop(NULL);
+}
+
+static void test_bad_params(void **state) {
+    (void)state;
+    struct jev_server *s = NULL;
+    struct jev_error err = {0};
+    struct jev_server_params p = params();
+    p.host = "not-an-address";
+    assert_int_not_equal(jev_server_start(model, decider, &p, &s, &err), JEV_OK);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, "not-an-address"));
+
+    /* a port in use: the second server says so */
+    p = params();
+    struct jev_server *first = start(&p);
+    p.port = jev_server_port(first);
+    jev_error_clear(&err);
+    assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_ERR_IO);
+    assert_null(s);
+    assert_non_null(strstr(err.msg, "cannot listen"));
+    jev_server_stop(first);
+
+    p = params();
+    p.max_queue = -1;
+    jev_error_clear(&err);
+    assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "max_queue"));
+    assert_null(s);
+}
+
+/* ---- the CLI ---- */
+
+/* `jev serve` on port 0 as a child: its start line names the port, /health answers, SIGTERM stops it
+ * with exit status 0 (under ASan: with nothing leaked). */
+static void test_cli_serve_stops_on_sigterm(void **state) {
+    (void)state;
+    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *out = fdopen(fds[0], "r");
+    assert_non_null(out);
+    char line[512] = "";
+    bool got = fgets(line, sizeof line, out) != NULL; /* blocks until the server listens or exits */
+    const char *at = strstr(line, "http://127.0.0.1:");
+    int port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+    struct reply r = {0};
+    if (port > 0)
+        r = get(port, "/health");
+    kill(pid, SIGTERM);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    fclose(out);
+    assert_true(got);
+    assert_true(port > 0);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_decisions_match_the_decide_layer),
+        cmocka_unit_test(test_auth),
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_body_limit),
+        cmocka_unit_test(test_request_ids_differ),
+        cmocka_unit_test(test_concurrent_clients),
+        cmocka_unit_test(test_full_queue_is_429),
+        cmocka_unit_test(test_start_stop_twice),
+        cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_cli_serve_stops_on_sigterm),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
