@@ -566,6 +566,13 @@ static void test_bad_params(void **state) {
     assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "max_queue"));
     assert_null(s);
+
+    p = params();
+    p.max_body_bytes = JEV_SERVER_MAX_BODY_DEFAULT + 1; /* more than the decide layer would accept */
+    jev_error_clear(&err);
+    assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "max_body_bytes"));
+    assert_null(s);
 }
 
 /* ---- the CLI ---- */

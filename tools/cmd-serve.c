@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "  --api-key K          require \"Authorization: Bearer K\" (default: $JEV_API_KEY; none = open)\n"
             "  --threads N          compute threads (default: all cores)\n"
             "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
-            "  --max-body BYTES     largest request body (default 67108864 = 64 MiB)\n"
+            "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
             "  -v                   one log line per request on stderr\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n");
@@ -63,7 +63,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--http-threads")) {
             bad = cli_parse_long(v, 1, 1024, &http_threads);
         } else if (!strcmp(a, "--max-body")) {
-            bad = cli_parse_long(v, 1, 1L << 32, &max_body);
+            bad = cli_parse_long(v, 1, (long)JEV_SERVER_MAX_BODY_DEFAULT, &max_body);
         } else if (!strcmp(a, "--max-queue")) {
             bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
         } else {

@@ -402,6 +402,10 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: a model and a decider are required");
     if (p.port < 0 || p.port > 65535)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: port %d is not in 0..65535", p.port);
+    _Static_assert(JEV_SERVER_MAX_BODY_DEFAULT == JEV_DECIDE_MAX_BODY_BYTES, "one body limit for both layers");
+    if (p.max_body_bytes > JEV_DECIDE_MAX_BODY_BYTES)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_body_bytes %zu is above the decide layer's limit of %zu",
+                        p.max_body_bytes, JEV_DECIDE_MAX_BODY_BYTES);
     if (p.max_queue < 0)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_queue %d is negative", p.max_queue);
     if (p.http_threads < 0 || p.http_threads > 1024)

@@ -25,7 +25,9 @@
 #include "base/error.h" // defines: struct jev_error
 #include "jev.h"        // defines: struct jev_model, struct jev_decider
 
-#define JEV_SERVER_MAX_BODY_DEFAULT ((size_t)64 << 20) /* images come base64 inside the JSON */
+/* images come base64 inside the JSON; the decide layer refuses bodies over the same 32 MiB
+ * (JEV_DECIDE_MAX_BODY_BYTES), so that is also the largest limit a server accepts */
+#define JEV_SERVER_MAX_BODY_DEFAULT ((size_t)32 << 20)
 
 struct jev_server;
 
@@ -33,12 +35,12 @@ struct jev_server_params {
     const char *host;      /* address to bind (numeric or a name); NULL = "127.0.0.1" */
     int32_t port;          /* TCP port; 0 = an ephemeral one (jev_server_port says which) */
     const char *api_key;   /* required as "Authorization: Bearer KEY"; NULL or "" = no authentication */
-    size_t max_body_bytes; /* larger bodies get 413 without being read; 0 = JEV_SERVER_MAX_BODY_DEFAULT */
+    size_t max_body_bytes; /* larger bodies get 413 without being read; 0 = JEV_SERVER_MAX_BODY_DEFAULT (also the most) */
     int32_t max_queue;     /* requests that may wait for the decider besides the one it runs (>= 0) */
     int32_t http_threads;  /* libmicrohttpd's thread pool (connections, not decisions); 0 = 4 */
 };
 
-/* host 127.0.0.1, port 8080, no key, 64 MiB bodies, 64 queued, 4 HTTP threads. */
+/* host 127.0.0.1, port 8080, no key, 32 MiB bodies, 64 queued, 4 HTTP threads. */
 struct jev_server_params jev_server_default_params(void);
 
 /*
