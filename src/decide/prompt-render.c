@@ -303,7 +303,7 @@ enum jev_status jev_prompt_question(struct jev_prompt *p, const struct jev_reque
         for (int32_t i = 0; i < q->n_options; i++) {
             const struct jev_option *o = &q->options[i];
             tmpl(p, labels ? jev_labels_text(labels, q->type, i) : o->key);
-            tmpl(p, ". ");
+            tmpl(p, o->text || has_desc(o->desc) ? ". " : "."); /* an undescribed level: its number */
             user(p, o->text, true);
             desc_tail(p, o->desc, o->text ? " - " : "");
             tmpl(p, "\n");

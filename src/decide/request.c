@@ -502,7 +502,12 @@ static enum jev_status s1_choice(struct jev_question *q, json_t *crit, const cha
     return JEV_OK;
 }
 
-/* Level i is criteria[i], lowest first; its key is the digit the model reads. */
+/*
+ * Level i is criteria[i], lowest first; its key is the digit the model reads.
+ * A null level is an undescribed one (the model reads its number alone, the
+ * legend echoes null), as a null choice description is: the TypeSafe SDK's
+ * score() helper documents "entries may be null" and sends them (spec §2.2).
+ */
 static enum jev_status s1_score(struct jev_question *q, json_t *crit, const char *path,
                                 struct jev_request_error *e) {
     const char *want = "an array of 2 to 10 level descriptions, lowest first";
@@ -519,12 +524,14 @@ static enum jev_status s1_score(struct jev_question *q, json_t *crit, const char
     json_array_foreach(crit, i, v) {
         char p[400];
         jev_rq_path(p, sizeof p, "%s[%zu]", path, i);
-        if (json_is_null(v))
-            return jev_rq_fail(e, 422, p, "a level must not be null");
+        q->options[i].key = jev_rq_level_keys[i];
+        if (json_is_null(v)) {
+            q->options[i].value = v; /* legend: null, desc: none */
+            continue;
+        }
         if (json_is_string(v) && blank_string(json_string_value(v)))
             return jev_rq_fail(e, 422, p, "a level must not be empty");
         JEV_TRY(jev_rq_check_depth(v, p, e));
-        q->options[i].key = jev_rq_level_keys[i];
         q->options[i].desc = v;
         q->options[i].value = v;
     }
