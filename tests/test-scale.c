@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include "jev.h"        // defines: jev_model_load, jev_decide_json
+#include "serve-test.h" // defines: struct reply, reply_on_body, serve_child_start
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 #define N_REPLICAS 2
@@ -164,47 +165,6 @@ static int wait_exit(pid_t pid, double secs) {
 
 /* ---- HTTP through libcurl ---- */
 
-struct reply {
-    long status;
-    char *body; /* malloc'd, NUL-terminated */
-    size_t len;
-    char id[64];    /* x-typesafe-request-id */
-    char ctype[64]; /* Content-Type */
-    bool curl_ok;
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *u) {
-    struct reply *r = u;
-    char *b = realloc(r->body, r->len + size * n + 1);
-    if (!b)
-        return 0;
-    memcpy(b + r->len, p, size * n);
-    r->body = b;
-    r->len += size * n;
-    r->body[r->len] = '\0';
-    return size * n;
-}
-
-static void header_value(const char *line, size_t n, const char *name, char *out, size_t size) {
-    size_t k = strlen(name);
-    if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
-        return;
-    const char *v = line + k + 1;
-    size_t m = n - k - 1;
-    while (m && *v == ' ')
-        v++, m--;
-    while (m && (v[m - 1] == '\r' || v[m - 1] == '\n'))
-        m--;
-    snprintf(out, size, "%.*s", (int)m, v);
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *u) {
-    struct reply *r = u;
-    header_value(p, size * n, "x-typesafe-request-id", r->id, sizeof r->id);
-    header_value(p, size * n, "Content-Type", r->ctype, sizeof r->ctype);
-    return size * n;
-}
-
 /* One exchange on handle h (reused: keepalive to nginx). body NULL = GET. quiet: no line for a
  * failed transfer (polling). */
 static struct reply http(CURL *h, int port, const char *path, const char *body, size_t body_len, bool auth,
@@ -224,9 +184,9 @@ static struct reply http(CURL *h, int port, const char *path, const char *body, 
     }
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms); /* a safety net against a hang, not a check */
@@ -251,34 +211,13 @@ static struct reply http1(int port, const char *path, const char *body, size_t b
 
 /* `jev serve` on port 0 as a child in its own process group; its start line names the port. */
 static void start_replica(int i) {
-    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        setpgid(0, 0);
-        prctl(PR_SET_PDEATHSIG, SIGKILL); /* should the test itself die */
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", "--api-key", API_KEY,
-              (char *)NULL);
-        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid); /* also here, so the group exists before the teardown could need it */
-    replica_pid[i] = pid;
-    close(fds[1]);
-    FILE *out = fdopen(fds[0], "r");
-    assert_non_null(out);
-    char line[512] = "";
-    bool got = fgets(line, sizeof line, out) != NULL; /* blocks until it listens or exits */
-    fclose(out);
-    const char *at = strstr(line, "http://127.0.0.1:");
-    replica_port[i] = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
-    if (!got || replica_port[i] <= 0)
-        fail_msg("replica %d (%s serve): no start line naming its port (got '%s')", i, bin, line);
+    struct serve_child c = serve_child_start(model_dir, API_KEY);
+    replica_pid[i] = c.pid;
+    replica_port[i] = c.port;
+    if (c.out)
+        fclose(c.out); /* it prints nothing after the start line */
+    if (c.pid <= 0 || c.port <= 0)
+        fail_msg("replica %d (jev serve): no start line naming its port (got '%s')", i, c.line);
     /* its request-id prefix, random per server start: tells the replicas apart behind nginx */
     struct reply r = http1(replica_port[i], "/health", NULL, 0, false);
     assert_int_equal(r.status, 200);

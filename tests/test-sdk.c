@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "jev.h"        // defines: jev_model_load, jev_decide_json
+#include "serve-test.h" // defines: serve_child_start, serve_child_stop
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 #define SDK_PKG ".cache/sdk-node/node_modules/@typesafe-ai/sdk/package.json"
@@ -172,53 +173,21 @@ static const char *str(const json_t *o, const char *k) {
 
 /* ---- the server as a child ---- */
 
-struct child {
-    pid_t pid;
-    FILE *out;
-    int port;
-};
-
 /* `jev serve` on port 0, one compute thread, with the key or none; returns once it listens. */
-static struct child serve(const char *key) {
-    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    struct child c = {0};
-    c.pid = fork();
-    assert_true(c.pid >= 0);
-    if (c.pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        unsetenv("JEV_API_KEY");
-        if (key)
-            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", "--api-key", key,
-                  (char *)NULL);
-        else
-            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    c.out = fdopen(fds[0], "r");
-    assert_non_null(c.out);
-    char line[1024] = "";
-    bool got = fgets(line, sizeof line, c.out) != NULL; /* blocks until it listens or exits */
-    const char *at = strstr(line, "http://127.0.0.1:");
-    c.port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
-    if (!got || c.port <= 0) {
-        kill(c.pid, SIGTERM);
-        waitpid(c.pid, NULL, 0);
-        fail_msg("%s serve did not start (first line: \"%s\")", bin, line);
+static struct serve_child serve(const char *key) {
+    struct serve_child c = serve_child_start(model_dir, key);
+    if (c.pid <= 0 || c.port <= 0) {
+        char line[sizeof c.line];
+        snprintf(line, sizeof line, "%s", c.line);
+        serve_child_stop(&c, SIGTERM);
+        fail_msg("jev serve did not start (first line: \"%s\")", line);
     }
     return c;
 }
 
 /* SIGTERM; the server exits 0 (under ASan: with nothing leaked). */
-static void stop(struct child *c) {
-    kill(c->pid, SIGTERM);
-    int status = 0;
-    assert_int_equal(waitpid(c->pid, &status, 0), c->pid);
-    fclose(c->out);
+static void stop(struct serve_child *c) {
+    int status = serve_child_stop(c, SIGTERM);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
 }
@@ -362,7 +331,7 @@ static void check_report(const json_t *r) {
 static void test_sdk_with_key(void **state) {
     (void)state;
     require_node_and_sdk();
-    struct child c = serve("sdk-test-key");
+    struct serve_child c = serve("sdk-test-key");
     json_t *r = run_client(c.port, "sdk-test-key", "not-the-key");
     stop(&c);
     check_report(r);
@@ -387,7 +356,7 @@ static void test_sdk_with_key(void **state) {
 static void test_sdk_without_key(void **state) {
     (void)state;
     require_node_and_sdk();
-    struct child c = serve(NULL);
+    struct serve_child c = serve(NULL);
     json_t *r = run_client(c.port, "any-key", "another-key");
     stop(&c);
     check_report(r);

@@ -29,6 +29,7 @@
 
 #include "jev.h"            // defines: jev_model_load, jev_decide_json
 #include "server/server.h"  // defines: jev_server_start, jev_server_stop, jev_server_lock
+#include "serve-test.h"     // defines: struct reply, reply_on_body, serve_child_start
 #include "tiny-model.h"     // defines: tiny_model_write, tiny_test_dir
 
 static struct jev_model *model;
@@ -112,51 +113,6 @@ static char *direct(struct jev_server *s, const char *body, enum jev_request_for
 
 /* ---- one HTTP exchange ---- */
 
-struct reply {
-    long status;
-    char *body;       /* malloc'd, NUL-terminated */
-    size_t len;
-    char id[64];      /* x-typesafe-request-id */
-    char ctype[64];   /* Content-Type */
-    char allow[64];   /* Allow */
-    char retry[16];   /* Retry-After */
-    bool curl_ok;     /* the transfer completed */
-};
-
-static size_t on_body(char *p, size_t size, size_t n, void *u) {
-    struct reply *r = u;
-    char *b = realloc(r->body, r->len + size * n + 1);
-    if (!b)
-        return 0;
-    memcpy(b + r->len, p, size * n);
-    r->body = b;
-    r->len += size * n;
-    r->body[r->len] = '\0';
-    return size * n;
-}
-
-static void header_value(const char *line, size_t n, const char *name, char *out, size_t size) {
-    size_t k = strlen(name);
-    if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
-        return;
-    const char *v = line + k + 1;
-    size_t m = n - k - 1;
-    while (m && (*v == ' '))
-        v++, m--;
-    while (m && (v[m - 1] == '\r' || v[m - 1] == '\n'))
-        m--;
-    snprintf(out, size, "%.*s", (int)m, v);
-}
-
-static size_t on_header(char *p, size_t size, size_t n, void *u) {
-    struct reply *r = u;
-    header_value(p, size * n, "x-typesafe-request-id", r->id, sizeof r->id);
-    header_value(p, size * n, "Content-Type", r->ctype, sizeof r->ctype);
-    header_value(p, size * n, "Allow", r->allow, sizeof r->allow);
-    header_value(p, size * n, "Retry-After", r->retry, sizeof r->retry);
-    return size * n;
-}
-
 /* A chunked upload of `chunked_len` bytes of spaces, fed piece by piece. */
 struct feed {
     size_t left;
@@ -208,9 +164,9 @@ static struct reply http(int32_t port, const struct call *c) {
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
     curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 600000L); /* wait for the server, never guess */
@@ -581,34 +537,17 @@ static void test_bad_params(void **state) {
  * with exit status 0 (under ASan: with nothing leaked). */
 static void test_cli_serve_stops_on_sigterm(void **state) {
     (void)state;
-    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(fds[1], 1);
-        close(fds[0]);
-        close(fds[1]);
-        execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
-        _exit(127);
-    }
-    close(fds[1]);
-    FILE *out = fdopen(fds[0], "r");
-    assert_non_null(out);
-    char line[512] = "";
-    bool got = fgets(line, sizeof line, out) != NULL; /* blocks until the server listens or exits */
-    const char *at = strstr(line, "http://127.0.0.1:");
-    int port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+    struct serve_child c = serve_child_start(model_dir, NULL);
+    assert_true(c.pid > 0);
     struct reply r = {0};
-    if (port > 0)
-        r = get(port, "/health");
-    kill(pid, SIGTERM);
-    int status = 0;
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    fclose(out);
-    assert_true(got);
-    assert_true(port > 0);
+    if (c.port > 0)
+        r = get(c.port, "/health");
+    int port = c.port;
+    char line[sizeof c.line];
+    snprintf(line, sizeof line, "%s", c.line);
+    int status = serve_child_stop(&c, SIGTERM);
+    if (port <= 0)
+        fail_msg("jev serve: no start line naming its port (got '%s')", line);
     assert_int_equal(r.status, 200);
     free(r.body);
     assert_true(WIFEXITED(status));

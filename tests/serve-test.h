@@ -1,0 +1,148 @@
+/*
+ * serve-test.h - what the HTTP tests (test-server.c, test-scale.c,
+ * test-sdk.c) share: a libcurl reply that keeps the body and the headers jev
+ * sends, and `jev serve --port 0` as a child process whose start line names
+ * its port.
+ *
+ * What it is not: an HTTP client (each test sets up its own curl handle, the
+ * way its case needs), or a process supervisor: the caller stops and reaps
+ * the child. Header-only (static inline functions).
+ */
+#ifndef JEV_TESTS_SERVE_TEST_H
+#define JEV_TESTS_SERVE_TEST_H
+
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* ---- a reply ---- */
+
+struct reply {
+    long status;
+    char *body; /* malloc'd, NUL-terminated; NULL when empty */
+    size_t len;
+    char id[64];    /* x-typesafe-request-id */
+    char ctype[64]; /* Content-Type */
+    char allow[64]; /* Allow */
+    char retry[16]; /* Retry-After */
+    bool curl_ok;   /* the transfer completed */
+};
+
+/* CURLOPT_WRITEFUNCTION with CURLOPT_WRITEDATA = struct reply *. */
+static inline size_t reply_on_body(char *p, size_t size, size_t n, void *u) {
+    struct reply *r = u;
+    char *b = realloc(r->body, r->len + size * n + 1);
+    if (!b)
+        return 0;
+    memcpy(b + r->len, p, size * n);
+    r->body = b;
+    r->len += size * n;
+    r->body[r->len] = '\0';
+    return size * n;
+}
+
+/* The value of header `name` when line (n bytes, CRLF included) is that header. */
+static inline void reply_header_value(const char *line, size_t n, const char *name, char *out, size_t size) {
+    size_t k = strlen(name);
+    if (n <= k + 1 || strncasecmp(line, name, k) != 0 || line[k] != ':')
+        return;
+    const char *v = line + k + 1;
+    size_t m = n - k - 1;
+    while (m && *v == ' ')
+        v++, m--;
+    while (m && (v[m - 1] == '\r' || v[m - 1] == '\n'))
+        m--;
+    snprintf(out, size, "%.*s", (int)m, v);
+}
+
+/* CURLOPT_HEADERFUNCTION with CURLOPT_HEADERDATA = struct reply *. */
+static inline size_t reply_on_header(char *p, size_t size, size_t n, void *u) {
+    struct reply *r = u;
+    reply_header_value(p, size * n, "x-typesafe-request-id", r->id, sizeof r->id);
+    reply_header_value(p, size * n, "Content-Type", r->ctype, sizeof r->ctype);
+    reply_header_value(p, size * n, "Allow", r->allow, sizeof r->allow);
+    reply_header_value(p, size * n, "Retry-After", r->retry, sizeof r->retry);
+    return size * n;
+}
+
+/* ---- `jev serve` as a child ---- */
+
+struct serve_child {
+    pid_t pid;  /* the child, leader of its own process group */
+    int port;   /* from its start line; 0 when it did not start */
+    FILE *out;  /* its stdout after the start line (kept open so that it never gets SIGPIPE) */
+    char line[512]; /* the start line as read, for messages */
+};
+
+/*
+ * Starts JEV_JEV_BIN (default build/jev) `serve --model DIR --port 0 --threads 1` plus `--api-key KEY`
+ * when key is non-NULL (JEV_API_KEY is cleared in the child, so no key means none), in its own process
+ * group, killed should the test process die. Blocks until the child prints its start line or exits;
+ * .port is 0 when no line named a port (the caller fails with .line).
+ */
+static inline struct serve_child serve_child_start(const char *model_dir, const char *key) {
+    const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
+    struct serve_child c = {0};
+    int fds[2];
+    if (pipe(fds) != 0)
+        return c;
+    c.pid = fork();
+    if (c.pid < 0) {
+        close(fds[0]);
+        close(fds[1]);
+        c.pid = 0;
+        return c;
+    }
+    if (c.pid == 0) {
+        setpgid(0, 0);
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        unsetenv("JEV_API_KEY");
+        if (key)
+            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", "--api-key", key,
+                  (char *)NULL);
+        else
+            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
+        fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
+        _exit(127);
+    }
+    setpgid(c.pid, c.pid); /* also here, so the group exists before a teardown could need it */
+    close(fds[1]);
+    c.out = fdopen(fds[0], "r");
+    if (!c.out) {
+        close(fds[0]);
+        return c;
+    }
+    if (fgets(c.line, sizeof c.line, c.out)) { /* blocks until it listens or exits */
+        const char *at = strstr(c.line, "http://127.0.0.1:");
+        c.port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
+    }
+    return c;
+}
+
+/* Sends sig to the child's group and reaps it; returns its wait status (-1 when there is no child). */
+static inline int serve_child_stop(struct serve_child *c, int sig) {
+    int status = -1;
+    if (c->pid > 0) {
+        kill(-c->pid, sig);
+        if (waitpid(c->pid, &status, 0) != c->pid)
+            status = -1;
+        c->pid = 0;
+    }
+    if (c->out) {
+        fclose(c->out);
+        c->out = NULL;
+    }
+    return status;
+}
+
+#endif
