@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,13 +84,23 @@ struct serve_child {
 
 /*
  * Starts JEV_JEV_BIN (default build/jev) `serve --model DIR --port 0 --threads 1` plus `--api-key KEY`
- * when key is non-NULL (JEV_API_KEY is cleared in the child, so no key means none), in its own process
- * group, killed should the test process die. Blocks until the child prints its start line or exits;
- * .port is 0 when no line named a port (the caller fails with .line).
+ * when key is non-NULL (JEV_API_KEY is cleared in the child, so no key means none) plus the options in
+ * extra (NULL-terminated; NULL = none), in its own process group, killed should the test process die.
+ * Blocks until the child prints its start line or exits; .port is 0 when no line named a port (the
+ * caller fails with .line).
  */
-static inline struct serve_child serve_child_start(const char *model_dir, const char *key) {
+static inline struct serve_child serve_child_start(const char *model_dir, const char *key, const char *const *extra) {
     const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
     struct serve_child c = {0};
+    const char *argv[32] = {bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1"};
+    int argc = 8;
+    if (key) {
+        argv[argc++] = "--api-key";
+        argv[argc++] = key;
+    }
+    for (int i = 0; extra && extra[i] && argc < 31; i++)
+        argv[argc++] = extra[i];
+    argv[argc] = NULL;
     int fds[2];
     if (pipe(fds) != 0)
         return c;
@@ -107,11 +118,7 @@ static inline struct serve_child serve_child_start(const char *model_dir, const 
         close(fds[0]);
         close(fds[1]);
         unsetenv("JEV_API_KEY");
-        if (key)
-            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", "--api-key", key,
-                  (char *)NULL);
-        else
-            execl(bin, bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1", (char *)NULL);
+        execv(bin, (char *const *)(uintptr_t)argv);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
     }

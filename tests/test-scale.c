@@ -211,7 +211,7 @@ static struct reply http1(int port, const char *path, const char *body, size_t b
 
 /* `jev serve` on port 0 as a child in its own process group; its start line names the port. */
 static void start_replica(int i) {
-    struct serve_child c = serve_child_start(model_dir, API_KEY);
+    struct serve_child c = serve_child_start(model_dir, API_KEY, NULL);
     replica_pid[i] = c.pid;
     replica_port[i] = c.port;
     if (c.out)

@@ -175,7 +175,7 @@ static const char *str(const json_t *o, const char *k) {
 
 /* `jev serve` on port 0, one compute thread, with the key or none; returns once it listens. */
 static struct serve_child serve(const char *key) {
-    struct serve_child c = serve_child_start(model_dir, key);
+    struct serve_child c = serve_child_start(model_dir, key, NULL);
     if (c.pid <= 0 || c.port <= 0) {
         char line[sizeof c.line];
         snprintf(line, sizeof line, "%s", c.line);

@@ -537,7 +537,7 @@ static void test_bad_params(void **state) {
  * with exit status 0 (under ASan: with nothing leaked). */
 static void test_cli_serve_stops_on_sigterm(void **state) {
     (void)state;
-    struct serve_child c = serve_child_start(model_dir, NULL);
+    struct serve_child c = serve_child_start(model_dir, NULL, NULL);
     assert_true(c.pid > 0);
     struct reply r = {0};
     if (c.port > 0)
@@ -549,6 +549,27 @@ static void test_cli_serve_stops_on_sigterm(void **state) {
     if (port <= 0)
         fail_msg("jev serve: no start line naming its port (got '%s')", line);
     assert_int_equal(r.status, 200);
+    free(r.body);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* --max-tokens sizes the engine: a request longer than it is refused with the context error, not served */
+static void test_cli_engine_size(void **state) {
+    (void)state;
+    const char *const extra[] = {"--max-tokens", "16", NULL};
+    struct serve_child c = serve_child_start(model_dir, NULL, extra);
+    assert_true(c.pid > 0);
+    struct reply r = {0};
+    if (c.port > 0)
+        r = post(c.port, "/v1/systemone", so_body);
+    int port = c.port;
+    int status = serve_child_stop(&c, SIGTERM);
+    assert_true(port > 0);
+    assert_int_equal(r.status, 400);
+    assert_non_null(r.body);
+    if (!strstr(r.body, "exceed_context_size_error"))
+        fail_msg("a 16-token engine answered: %s", r.body);
     free(r.body);
     assert_true(WIFEXITED(status));
     assert_int_equal(WEXITSTATUS(status), 0);
@@ -566,6 +587,7 @@ int main(void) {
         cmocka_unit_test(test_start_stop_twice),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_cli_serve_stops_on_sigterm),
+        cmocka_unit_test(test_cli_engine_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

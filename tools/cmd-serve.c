@@ -29,6 +29,8 @@ static void usage(FILE *f) {
             "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
+            "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
+            "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  -v                   one log line per request on stderr\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n");
 }
@@ -38,6 +40,8 @@ int cmd_serve(int argc, char **argv) {
     const char *dir = NULL;
     long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
     long max_body = (long)sp.max_body_bytes;
+    struct jev_engine_params ep = jev_engine_default_params();
+    long max_tokens = ep.max_tokens, max_batch = ep.max_batch;
     bool verbose = false;
     sp.api_key = getenv("JEV_API_KEY");
     for (int i = 1; i < argc; i++) {
@@ -66,6 +70,10 @@ int cmd_serve(int argc, char **argv) {
             bad = cli_parse_long(v, 1, (long)JEV_SERVER_MAX_BODY_DEFAULT, &max_body);
         } else if (!strcmp(a, "--max-queue")) {
             bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
+        } else if (!strcmp(a, "--max-tokens")) {
+            bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
+        } else if (!strcmp(a, "--max-batch")) {
+            bad = cli_parse_long(v, 1, 4000, &max_batch); /* JEV_ENGINE_MAX_BATCH */
         } else {
             bad = 2;
         }
@@ -111,7 +119,8 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "jev serve: %s\n", msg);
         goto done;
     }
-    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_tokens = (int32_t)max_tokens;
+    ep.max_batch = (int32_t)max_batch;
     if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", engine ? jev_engine_last_error(engine) : "out of memory");
         goto done;
