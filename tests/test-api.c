@@ -28,22 +28,10 @@ static struct jev_decider *decider;
 static int setup(void **state) {
     (void)state;
     char dir[1024];
-    tiny_test_dir("api", "tiny-hf", dir, sizeof dir);
-    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
-        return -1;
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 2;
-    char msg[512];
-    if (jev_model_load(dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "load: %s\n", msg);
-        return -1;
-    }
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_tokens = 2048;
     ep.max_batch = 8;
-    if (jev_engine_init(model, &ep, &engine) != JEV_OK)
-        return -1;
-    return jev_decider_open(model, engine, &decider) == JEV_OK ? 0 : -1;
+    return tiny_decider_open("api", 2, &ep, dir, sizeof dir, &model, &engine, &decider);
 }
 
 static int teardown(void **state) {

@@ -400,20 +400,9 @@ static int group_setup(void **state) {
     (void)state;
     if (!find_nginx(nginx_bin, sizeof nginx_bin))
         nginx_bin[0] = '\0'; /* each test fails on it with the message, none is skipped */
-    tiny_test_dir("scale", "tiny-hf", model_dir, sizeof model_dir);
-    if (tiny_model_write(model_dir, JEV_SYNTH_HF) != 0)
-        return -1;
     /* the same model, thread count and engine sizes as the replicas (`jev serve --threads 1`
      * with default engine params), so the direct answer is the replicas' byte for byte */
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 1;
-    char msg[512];
-    if (jev_model_load(model_dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "load: %s\n", msg);
-        return -1;
-    }
-    struct jev_engine_params ep = jev_engine_default_params();
-    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK)
+    if (tiny_decider_open("scale", 1, NULL, model_dir, sizeof model_dir, &model, &engine, &decider) != 0)
         return -1;
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
 }

@@ -51,20 +51,7 @@ static char model_dir[1024];
  * default sizes, so the numbers can be compared exactly. */
 static int setup(void **state) {
     (void)state;
-    tiny_test_dir("sdk", "tiny-hf", model_dir, sizeof model_dir);
-    if (tiny_model_write(model_dir, JEV_SYNTH_HF) != 0)
-        return -1;
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 1;
-    char msg[512];
-    if (jev_model_load(model_dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "load: %s\n", msg);
-        return -1;
-    }
-    struct jev_engine_params ep = jev_engine_default_params();
-    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK)
-        return -1;
-    return 0;
+    return tiny_decider_open("sdk", 1, NULL, model_dir, sizeof model_dir, &model, &engine, &decider);
 }
 
 static int teardown(void **state) {

@@ -55,20 +55,10 @@ static const char *bad_score = "{\"state\":\"x\",\"questions\":{\"q\":{\"type\":
 
 static int setup(void **state) {
     (void)state;
-    tiny_test_dir("server", "tiny-hf", model_dir, sizeof model_dir);
-    if (tiny_model_write(model_dir, JEV_SYNTH_HF) != 0)
-        return -1;
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 2;
-    char msg[512];
-    if (jev_model_load(model_dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "load: %s\n", msg);
-        return -1;
-    }
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_tokens = 2048;
     ep.max_batch = 8;
-    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK)
+    if (tiny_decider_open("server", 2, &ep, model_dir, sizeof model_dir, &model, &engine, &decider) != 0)
         return -1;
     return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
 }
