@@ -31,20 +31,41 @@ LIBS     := -Wl,-Bstatic -ljansson -lturbojpeg -lpcre2-8 -lutf8proc -lmicrohttpd
             -Wl,-Bdynamic -lspng -lgnutls -lcurl -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
 endif
 
-LIB_SRC   := $(shell find src -name '*.c' | sort)
-LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o)
+# CUDA=1: the CUDA backend (src/backend/cuda: host code in .c, kernels in .cu by nvcc for the
+# H200's sm_90) joins the library; the engine can then run on a GPU. cudart is linked
+# statically, cuBLAS dynamically (the GPU machine has it in /usr/local/cuda/lib64). Without
+# CUDA=1 the folder is left out and asking for the CUDA backend names the build flag.
+CUDA     ?= 0
+CUDA_DIR ?= /usr/local/cuda
+NVCC     ?= $(CUDA_DIR)/bin/nvcc
+NVFLAGS  := -std=c++17 -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc -DJEV_HAVE_CUDA \
+            -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -Werror all-warnings
+
+LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/backend/cuda/*' | sort)
+CU_SRC    :=
+ifeq ($(CUDA),1)
+LIB_SRC   += $(sort $(wildcard src/backend/cuda/*.c))
+CU_SRC    := $(sort $(wildcard src/backend/cuda/*.cu))
+CFLAGS    += -DJEV_HAVE_CUDA -isystem $(CUDA_DIR)/include
+LIBS      += -L$(CUDA_DIR)/lib64 -lcublas -lcudart_static -lrt -ldl -lstdc++ -Wl,-rpath,$(CUDA_DIR)/lib64
+endif
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan run setup fuzz clean format bench
+.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests
 all: $(BUILD)/jev $(TEST_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libjev.a: $(LIB_OBJ)
 	@rm -f $@
@@ -62,6 +83,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libjev.a
 # Benchmark programs (bench/*.c): linked like the CLI, so PORTABLE=1 carries them too.
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libjev.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS)
+
+# The CUDA op parity tests (tests/cuda/): built with CUDA=1, run on the GPU machine
+# (scripts/device/cuda-test.sh); CI has no GPU, so `make test` only compiles the backend.
+CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/test-*.c))
+CUDA_TEST_BIN := $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests-cuda/%)
+cuda-tests: $(CUDA_TEST_BIN)
+$(BUILD)/tests-cuda/%: $(BUILD)/tests/cuda/%.o $(BUILD)/libjev.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS) -lcmocka
 
 setup:
 	@bash scripts/setup.sh
@@ -89,6 +119,6 @@ format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src include -name '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz build-portable
+	rm -rf build build-asan build-fuzz build-portable build-cuda
 
 -include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d)

@@ -4,14 +4,26 @@
  * (backend/cpu, backend/cuda) fills one. The CPU scalar op is the reference
  * that SIMD and CUDA ops must match (tests/test-ops.c, NMSE).
  *
- * Pointers passed to an op live in the backend's own memory (host for CPU,
- * device for CUDA). Shapes are row-major; `n` counts rows (tokens).
+ * Memory: float tensors passed to an op live in the backend's own memory
+ * (host for CPU, device for CUDA), allocated with ops->alloc; so do the
+ * K/V rows, conv windows and recurrent states that run descriptors point at,
+ * and the data of the weight matrices (the backend's mirror of the model's
+ * weights, ops->matrix_mirror). Integer index arrays (ids, row_ids, idx)
+ * and the descriptor arrays themselves (runs, spans) are host memory: they
+ * are small and built per call by the model layer; a device backend copies
+ * them over as part of the op. Ops are queued in order on the backend's one
+ * stream; ops->download waits for everything queued before it.
+ *
+ * Shapes are row-major; `n` counts rows (tokens).
  */
 #ifndef JEV_BACKEND_OPS_H
 #define JEV_BACKEND_OPS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+
+#include "base/error.h"   // defines: enum jev_status, struct jev_error
 
 #include "model/weights.h" // defines: struct jev_matrix
 
@@ -62,6 +74,29 @@ struct jev_gdn_run {
 
 struct jev_ops {
     const char *name; /* "cpu", "cuda" */
+
+    /* ---- memory ---- */
+    /* Backend memory is host memory (the CPU backend): callers may read and write it directly
+     * and skip the staging that upload/download do for a device. */
+    bool host_memory;
+    /* bytes of zeroed backend memory, 256-byte aligned; NULL when there is not enough. */
+    void *(*alloc)(struct jev_backend *be, size_t bytes);
+    /* Frees what alloc returned; NULL is a no-op. Waits for queued ops that may use it. */
+    void (*free)(struct jev_backend *be, void *p);
+    /* Host src -> backend dst, queued in order with the ops; src may be reused on return. */
+    void (*upload)(struct jev_backend *be, void *dst, const void *src, size_t bytes);
+    /* Backend src -> host dst after every op queued before it; dst is filled on return. */
+    void (*download)(struct jev_backend *be, void *dst, const void *src, size_t bytes);
+    /* dst[0..bytes) = 0 in backend memory, queued. */
+    void (*zero)(struct jev_backend *be, void *dst, size_t bytes);
+    /* Waits until every queued op has finished (the profiler's timing point). */
+    void (*sync)(struct jev_backend *be);
+    /* The backend's own copy of a weight matrix, made once per engine: the CPU uses the
+     * model's (mmapped) matrix as it is; CUDA uploads it to the device (there as f32, the
+     * exact mode's type). Fails with JEV_ERR_NOMEM naming the matrix. Freed by matrix_release. */
+    enum jev_status (*matrix_mirror)(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
+                                     struct jev_error *err);
+    void (*matrix_release)(struct jev_backend *be, struct jev_matrix *mirror);
 
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */
@@ -134,6 +169,14 @@ struct jev_ops {
     void (*vision_pos_add)(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
                            int64_t n, float *x);
 };
+
+#ifdef JEV_HAVE_CUDA
+/* The CUDA backend (backend/cuda/cuda.c, built with `make CUDA=1`): one device, one stream,
+ * one cuBLAS handle. Fails with a message naming the device or the CUDA error. */
+extern const struct jev_ops jev_cuda_ops;
+enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
+void jev_cuda_backend_free(struct jev_backend *be);
+#endif
 
 /* The CPU backend: its op table and instance (backend/cpu/cpu.c). */
 extern const struct jev_ops jev_cpu_ops;

@@ -1,0 +1,119 @@
+/*
+ * cuda-int.h - the CUDA backend's instance and the kernels' launchers.
+ *
+ * One backend instance = one device, one stream, one cuBLAS handle. Every op
+ * is queued on that stream and returns at once; ops->download and ops->sync
+ * wait. Shared by cuda.c (host side, compiled as C) and the kernel files
+ * (cuda-*.cu, compiled by nvcc as C++): plain C declarations only.
+ *
+ * Conventions for the kernel files (ops.h says the rest):
+ * - float tensors and the data of weight matrices are device pointers; a
+ *   mirrored matrix is always JEV_MTYPE_F32 on the device (matrix_mirror
+ *   dequantizes), so kernels read plain f32 rows.
+ * - host arrays an op receives (ids, row_ids, idx, run and span descriptors)
+ *   are copied to the device with jev_cuda_stage() inside the op: one
+ *   staging area per backend, reset at the start of each op
+ *   (jev_cuda_stage_reset), large enough for any op's arrays (JEV_CUDA_STAGE_BYTES).
+ *   The stream's order makes reuse safe: an op's copies are queued after the
+ *   previous op's kernels.
+ * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
+ *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
+ *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
+ * - a launch error is recorded in the backend (jev_cuda_check) and reported by
+ *   the next download/sync caller through jev_cuda_backend_error(); ops
+ *   themselves cannot fail (ops.h).
+ */
+#ifndef JEV_BACKEND_CUDA_INT_H
+#define JEV_BACKEND_CUDA_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/ops.h" // defines: struct jev_ops, the op argument structs
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Bytes of the per-backend staging area for host arrays copied in by an op. */
+#define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
+
+struct jev_backend {
+    int device;             /* CUDA device ordinal */
+    cudaStream_t stream;    /* every op is queued here */
+    cublasHandle_t blas;    /* bound to stream; pedantic f32 math (no TF32) */
+    char *stage;            /* device staging area [JEV_CUDA_STAGE_BYTES] */
+    size_t stage_used;      /* bytes handed out since the op began */
+    float *work;            /* device scratch for ops that need one (gathered rows, chunk matrices) */
+    size_t work_bytes;      /* its size; grown by jev_cuda_work (synchronizing) */
+    cudaError_t first_error; /* first CUDA error seen by an op (cudaSuccess if none) */
+    const char *first_error_where; /* the op that saw it */
+    int n_sm;               /* multiprocessors, for grid sizing */
+};
+
+/* Starts an op's use of the staging area. */
+void jev_cuda_stage_reset(struct jev_backend *be);
+/* Copies bytes of host memory to the staging area (queued on the stream); returns the device
+ * address, 256-byte aligned. An op whose arrays exceed JEV_CUDA_STAGE_BYTES is a sizing bug
+ * (always-on assert). */
+void *jev_cuda_stage(struct jev_backend *be, const void *host, size_t bytes);
+/* A device scratch of at least bytes, valid until the next call (may synchronize to grow). */
+float *jev_cuda_work(struct jev_backend *be, size_t bytes);
+/* Records the first error of a CUDA call or launch (cudaGetLastError after a launch). */
+void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where);
+
+/* ---- launchers, one family per kernel file; same arguments as the op they serve ---- */
+
+/* cuda-pointwise.cu: the elementwise, norm and small LM/vision ops */
+void jev_cuda_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps,
+                      float *y);
+void jev_cuda_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
+                        float eps, float *y);
+void jev_cuda_add(struct jev_backend *be, float *x, const float *y, int64_t n);
+void jev_cuda_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
+void jev_cuda_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out);
+void jev_cuda_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form);
+void jev_cuda_copy(struct jev_backend *be, float *dst, const float *src, int64_t n);
+void jev_cuda_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
+                          float *gate);
+void jev_cuda_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
+                   const float *cos, const float *sin);
+void jev_cuda_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n);
+void jev_cuda_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
+                        const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+void jev_cuda_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
+                            int32_t d, float eps, float *y);
+void jev_cuda_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
+                          int32_t n_heads, int32_t head_dim);
+void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx,
+                             const float *w, int64_t n, float *x);
+void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
+
+/* cuda-matmul.cu: cuBLAS sgemm / sgemv over mirrored f32 weights, and the dequantizing upload */
+void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
+                          const float *x, int64_t n, float *y);
+/* Dequantizes a host matrix of any type into device f32 rows [rows][cols] (dst, allocated by the caller). */
+enum jev_status jev_cuda_dequantize_upload(struct jev_backend *be, const struct jev_matrix *host, float *dst,
+                                           struct jev_error *err);
+
+/* cuda-attention.cu: LM causal GQA attention over K/V spans, vision bidirectional attention */
+void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                        const struct jev_attn_run *runs, int32_t n_runs, float *o);
+void jev_cuda_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                               float scale, float *out);
+
+/* cuda-gdn.cu: the Gated DeltaNet conv and delta rule */
+void jev_cuda_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
+                       const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
+                       const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

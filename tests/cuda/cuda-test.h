@@ -1,0 +1,128 @@
+/*
+ * cuda-test.h - what the CUDA op parity tests share (tests/cuda/test-cuda-*.c).
+ *
+ * Each test runs one op on the CPU backend (the reference: the same table
+ * tests/test-ops.c checks against the scalar forms) and on the CUDA backend
+ * over the same inputs, downloads the result and compares with NMSE, as
+ * tests/test-ops.c does. These binaries are built with `make CUDA=1
+ * cuda-tests` and run on the GPU machine (scripts/device/cuda-test.sh): CI has
+ * no GPU, so they are not part of `make test`.
+ *
+ * Header-only on purpose: each test binary is one translation unit.
+ */
+#ifndef JEV_TESTS_CUDA_TEST_H
+#define JEV_TESTS_CUDA_TEST_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h" // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "backend/ops.h"     // defines: jev_cuda_ops, jev_cuda_backend_new
+#include "base/pool.h"       // defines: jev_pool_init
+
+#define CT_NMSE_F32 1e-7
+
+static struct jev_pool *ct_pool;
+static struct jev_backend *ct_cpu; /* reference */
+static struct jev_backend *ct_gpu; /* under test */
+
+static int ct_setup(void **state) {
+    (void)state;
+    struct jev_error err = {0};
+    if (jev_pool_init(&ct_pool, 4, &err) != JEV_OK)
+        return -1;
+    ct_cpu = jev_cpu_backend_new(ct_pool);
+    if (jev_cuda_backend_new(0, &ct_gpu, &err) != JEV_OK) {
+        fprintf(stderr, "cuda backend: %s\n", err.msg);
+        return -1;
+    }
+    return ct_cpu ? 0 : -1;
+}
+
+static int ct_teardown(void **state) {
+    (void)state;
+    jev_cuda_backend_free(ct_gpu);
+    jev_cpu_backend_free(ct_cpu);
+    jev_pool_free(ct_pool);
+    return 0;
+}
+
+/* Deterministic data, as tests/test-ops.c: 0.1 + 2 cos(i), scaled. */
+static inline float ct_det(int64_t i) { return 0.1f + 2.0f * (float)cos((double)i); }
+
+static inline void ct_fill(float *x, int64_t n, int64_t seed, float scale) {
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ct_det(i * 7 + seed) * scale;
+}
+
+/* Host float buffer of n (zeroed); freed with free(). */
+static inline float *ct_host(int64_t n) {
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+
+/* A device copy of n host floats (or zeroed device floats when host is NULL). */
+static inline float *ct_up(const float *host, int64_t n) {
+    float *d = jev_cuda_ops.alloc(ct_gpu, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    assert_non_null(d);
+    if (host)
+        jev_cuda_ops.upload(ct_gpu, d, host, (size_t)n * sizeof(float));
+    return d;
+}
+
+/* n device floats -> a new host buffer (freed with free()). */
+static inline float *ct_down(const float *dev, int64_t n) {
+    float *h = ct_host(n);
+    jev_cuda_ops.download(ct_gpu, h, dev, (size_t)n * sizeof(float));
+    return h;
+}
+
+static inline void ct_free(void *dev) { jev_cuda_ops.free(ct_gpu, dev); }
+
+static inline double ct_nmse(const float *ref, const float *got, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+/* Fails the test with the op's description when NMSE exceeds limit (or a value is not finite). */
+static inline void ct_check(const char *what, const float *ref, const float *got, int64_t n, double limit) {
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(got[i]) && isfinite(ref[i])) {
+            fail_msg("%s: element %lld is %g on CUDA, %g on CPU", what, (long long)i, (double)got[i], (double)ref[i]);
+        }
+    double e = ct_nmse(ref, got, n);
+    if (!(e <= limit))
+        fail_msg("%s: NMSE %.3g above %.1g", what, e, limit);
+}
+
+/* The same check on a device result: downloads, compares, frees the host copy. */
+static inline void ct_check_dev(const char *what, const float *ref, const float *dev, int64_t n, double limit) {
+    float *got = ct_down(dev, n);
+    ct_check(what, ref, got, n, limit);
+    free(got);
+}
+
+/* The CUDA backend's mirror of a host matrix (f32 on the device). */
+static inline struct jev_matrix ct_mirror(const struct jev_matrix *host) {
+    struct jev_matrix m;
+    struct jev_error err = {0};
+    if (jev_cuda_ops.matrix_mirror(ct_gpu, host, &m, &err) != JEV_OK)
+        fail_msg("matrix_mirror %s: %s", host->name ? host->name : "?", err.msg);
+    return m;
+}
+
+#endif
