@@ -26,7 +26,7 @@
 static void init_state(struct jev_state *st, struct fx_model *m, int32_t max_tokens, int32_t max_seqs,
                        int32_t kv_tokens) {
     struct jev_error err = {0};
-    struct jev_state_params p = {max_tokens, max_seqs, kv_tokens};
+    struct jev_state_params p = {.max_tokens = max_tokens, .max_seqs = max_seqs, .kv_tokens = kv_tokens};
     assert_int_equal(jev_state_init(st, &m->cfg, &p, &err), JEV_OK);
 }
 
@@ -145,7 +145,7 @@ static void test_limits(void **state) {
     jev_seq_free(a);
     jev_seq_free(b);
     jev_state_free(&st);
-    struct jev_state_params bad = {0, 4, 0};
+    struct jev_state_params bad = {.max_tokens = 0, .max_seqs = 4};
     assert_int_equal(jev_state_init(&st, &m.cfg, &bad, &err), JEV_ERR_INVALID_ARG);
     fx_free(&m);
 }

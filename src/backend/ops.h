@@ -79,7 +79,8 @@ struct jev_ops {
     /* Backend memory is host memory (the CPU backend): callers may read and write it directly
      * and skip the staging that upload/download do for a device. */
     bool host_memory;
-    /* bytes of zeroed backend memory, 256-byte aligned; NULL when there is not enough. */
+    /* bytes of zeroed backend memory, 64-byte aligned (CUDA: 256); NULL when there is not enough.
+     * The CPU's comes from calloc, so untouched pages of a large pool cost nothing. */
     void *(*alloc)(struct jev_backend *be, size_t bytes);
     /* Frees what alloc returned; NULL is a no-op. Waits for queued ops that may use it. */
     void (*free)(struct jev_backend *be, void *p);
@@ -97,6 +98,10 @@ struct jev_ops {
     enum jev_status (*matrix_mirror)(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
                                      struct jev_error *err);
     void (*matrix_release)(struct jev_backend *be, struct jev_matrix *mirror);
+    /* JEV_OK, or the first failure of a queued op since the backend began (a device fault or
+     * launch error; err names the op and the CUDA error). Ops cannot fail one by one (they are
+     * queued), so the model layer asks here after each forward. NULL: the backend cannot fail. */
+    enum jev_status (*status)(struct jev_backend *be, struct jev_error *err);
 
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */

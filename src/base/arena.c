@@ -21,8 +21,16 @@ enum jev_status jev_arena_init(struct jev_arena *a, size_t cap, struct jev_error
     return JEV_OK;
 }
 
+void jev_arena_init_over(struct jev_arena *a, void *base, size_t cap) {
+    memset(a, 0, sizeof *a);
+    a->base = base;
+    a->cap = base ? cap : 0;
+    a->borrowed = 1;
+}
+
 void jev_arena_free(struct jev_arena *a) {
-    free(a->base);
+    if (!a->borrowed)
+        free(a->base);
     memset(a, 0, sizeof *a);
 }
 

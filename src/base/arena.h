@@ -19,10 +19,14 @@ struct jev_arena {
     size_t cap;          /* capacity in bytes */
     size_t used;         /* bytes handed out, including alignment padding */
     size_t peak;         /* highest `used` since init or jev_arena_reset_peak */
+    int borrowed;        /* base belongs to the caller (jev_arena_init_over) */
 };
 
 /* Allocates the block (zeroed). cap 0 gives an empty arena. */
 enum jev_status jev_arena_init(struct jev_arena *a, size_t cap, struct jev_error *err);
+/* An arena over a block the caller owns (a backend's device memory), 64-byte aligned;
+ * jev_arena_free forgets it without freeing. */
+void jev_arena_init_over(struct jev_arena *a, void *base, size_t cap);
 void jev_arena_free(struct jev_arena *a);
 
 /* A 64-byte aligned slice of n bytes, or NULL with err set when it does not fit. */

@@ -145,7 +145,7 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
                          c->vision.merge, c->vision.temporal_patch);
         if (s == JEV_OK) {
             d->max_patches = patch_capacity(&d->pre, d->image_max_side);
-            s = jev_vision_init(&d->vision, &c->vision, &model->weights.vision, engine->ops, engine->be,
+            s = jev_vision_init(&d->vision, &c->vision, &engine->weights.w->vision, engine->ops, engine->be,
                                 d->max_patches, err);
             d->has_vision = s == JEV_OK;
         }

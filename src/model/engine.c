@@ -29,7 +29,9 @@ enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_erro
     return err->status;
 }
 
-size_t jev_engine_bytes(const struct jev_engine *e) { return e->state.bytes + e->lm.arena.cap; }
+size_t jev_engine_bytes(const struct jev_engine *e) {
+    return e->state.bytes + e->lm.arena.cap + e->lm.host_arena.cap + e->weights.bytes;
+}
 
 /*
  * On failure the half-built engine is still handed out, so that the caller
@@ -42,8 +44,33 @@ static enum jev_status engine_fail(struct jev_engine *e, struct jev_engine **out
     return e->err.status;
 }
 
+/* The model's backend choice (jev_backend_parse): CPU over the pool, or one CUDA device. */
+static enum jev_status backend_new(struct jev_engine *e) {
+#ifdef JEV_HAVE_CUDA
+    if (e->model->backend == JEV_BACKEND_CUDA) {
+        e->ops = &jev_cuda_ops;
+        return jev_cuda_backend_new(e->model->device, &e->be, &e->err);
+    }
+#endif
+    e->ops = &jev_cpu_ops;
+    e->be = jev_cpu_backend_new(e->pool);
+    if (!e->be)
+        return jev_fail(&e->err, JEV_ERR_NOMEM, "jev_engine_init: cannot create the CPU backend");
+    return JEV_OK;
+}
+
+static void backend_free(struct jev_engine *e) {
+#ifdef JEV_HAVE_CUDA
+    if (e->model && e->model->backend == JEV_BACKEND_CUDA) {
+        jev_cuda_backend_free(e->be);
+        return;
+    }
+#endif
+    jev_cpu_backend_free(e->be);
+}
+
 /*
- * Order: pool, backend, state, LM. Each step may fail; the engine struct is
+ * Order: pool, backend, weights mirror, state, LM. Each step may fail; the engine struct is
  * calloc'ed first, so jev_engine_free can undo any prefix of the steps.
  */
 enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
@@ -76,18 +103,20 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
     const struct jev_config *cfg = &model->config;
     if (JEV_OK != jev_pool_init(&e->pool, model->params.n_threads, &e->err))
         return engine_fail(e, out, e->err.status);
-    e->be = jev_cpu_backend_new(e->pool);
-    if (!e->be)
-        return engine_fail(e, out, jev_fail(&e->err, JEV_ERR_NOMEM, "jev_engine_init: cannot create the CPU backend"));
-    e->ops = &jev_cpu_ops;
+    if (JEV_OK != backend_new(e))
+        return engine_fail(e, out, e->err.status);
     if (jev_profile_requested()) /* JEV_PROFILE=1: time every op (backend/profile.h) */
         e->ops = jev_profile_wrap(e->ops);
-    struct jev_state_params sp = {.max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0};
+    /* the backend's copy of the weights (the model's own for the CPU), before any activation */
+    if (JEV_OK != jev_weights_mirror_init(&e->weights, cfg, &model->weights, e->ops, e->be, &e->err))
+        return engine_fail(e, out, e->err.status);
+    struct jev_state_params sp = {.max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0,
+                                  .ops = e->ops, .be = e->be};
     if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))
         return engine_fail(e, out, e->err.status);
     struct jev_lm_params lp = {.max_batch_tokens = p->prefill_chunk, .max_runs = p->max_batch + 1,
                                .max_tokens = p->max_tokens, .max_spans = jev_seq_max_spans(&e->state)};
-    if (JEV_OK != jev_lm_init(&e->lm, cfg, &model->weights, e->ops, e->be, &lp, &e->err))
+    if (JEV_OK != jev_lm_init(&e->lm, cfg, e->weights.w, e->ops, e->be, &lp, &e->err))
         return engine_fail(e, out, e->err.status);
     *out = e;
     return JEV_OK;
@@ -101,7 +130,8 @@ void jev_engine_free(struct jev_engine *e) {
         jev_profile_report(stderr);
     jev_lm_free(&e->lm);
     jev_state_free(&e->state);
-    jev_cpu_backend_free(e->be);
+    jev_weights_mirror_free(&e->weights);
+    backend_free(e);
     jev_pool_free(e->pool);
     free(e);
 }

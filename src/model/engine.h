@@ -27,6 +27,7 @@
 #include "model/lm.h"    // defines: struct jev_lm
 #include "model/model.h" // defines: struct jev_model
 #include "model/state.h" // defines: struct jev_state
+#include "model/weights-mirror.h" // defines: struct jev_weights_mirror
 
 #define JEV_ENGINE_MAX_TOKENS (1 << 18) /* attention scratch bound of the CPU backend */
 #define JEV_ENGINE_MAX_BATCH 4000       /* sequences in one batched forward */
@@ -37,6 +38,7 @@ struct jev_engine {
     struct jev_pool *pool;             /* worker threads */
     struct jev_backend *be;            /* backend instance over pool */
     const struct jev_ops *ops;         /* the backend's op table */
+    struct jev_weights_mirror weights; /* the backend's view of the model's weights (weights.w) */
     struct jev_state state;            /* sequences: K/V page pool + linear states */
     struct jev_lm lm;                  /* language model forward and its activations */
     struct jev_error err;              /* last failure (jev_engine_last_error) */

@@ -23,6 +23,7 @@
 #include "model/lm.h" // defines: struct jev_lm, jev_lm_forward
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* ---- sizes ---- */
@@ -64,18 +65,34 @@ static struct lm_sizes sizes_of(const struct jev_text_config *t) {
     return s;
 }
 
-/* Must stay in step with the ALLOC list of jev_lm_init: the arena is exactly this big. */
+/* Rows of logits a device backend computes per download (the LM head's staging buffer). */
+#define LOGIT_STAGE_ROWS 16
+
+/* Must stay in step with the ALLOC list of jev_lm_init: the backend arena is exactly this big
+ * (64-byte alignment padding of each of its ~17 slices included). */
+static size_t device_bytes(const struct jev_config *cfg, const struct jev_lm_params *p) {
+    struct lm_sizes s = sizes_of(&cfg->text);
+    size_t T = (size_t)p->max_batch_tokens;
+    size_t floats = T * (size_t)(4 * s.d + s.big_a + s.big_b + 2 * s.mid + 2 * s.kv + 4 * s.hv + 2 * s.nf);
+    return floats * sizeof(float) + 24 * 64;
+}
+
+/* The host arena: run descriptors, plus the staging of a device backend (host_memory false). */
+static size_t host_bytes(const struct jev_config *cfg, const struct jev_lm_params *p, bool staging) {
+    struct lm_sizes s = sizes_of(&cfg->text);
+    size_t T = (size_t)p->max_batch_tokens;
+    size_t runs = (size_t)p->max_runs + 1;
+    size_t other = runs * (size_t)p->max_spans * sizeof(struct jev_kv_span) +
+                   runs * (sizeof(struct jev_attn_run) + sizeof(struct jev_gdn_run) + sizeof(void *) + sizeof(int32_t));
+    if (staging)
+        other += T * (size_t)(2 * s.nf + s.d) * sizeof(float);
+    return other + 16 * 64;
+}
+
 size_t jev_lm_bytes(const struct jev_config *cfg, const struct jev_lm_params *params) {
     struct jev_lm_params p = *params;
     fill_defaults(&p);
-    struct lm_sizes s = sizes_of(&cfg->text);
-    size_t T = (size_t)p.max_batch_tokens;
-    size_t floats = T * (size_t)(4 * s.d + s.big_a + s.big_b + 2 * s.mid + 2 * s.kv + 4 * s.hv + 2 * s.nf);
-    size_t runs = (size_t)p.max_runs + 1;
-    size_t other = runs * (size_t)p.max_spans * sizeof(struct jev_kv_span) +
-                   runs * (sizeof(struct jev_attn_run) + sizeof(struct jev_gdn_run) + sizeof(void *) + sizeof(int32_t));
-    /* 64-byte alignment padding of each of the ~22 slices */
-    return floats * sizeof(float) + other + 32 * 64;
+    return device_bytes(cfg, &p) + host_bytes(cfg, &p, false);
 }
 
 /* Stored bytes, the figure behind the GB/s of `jev run` (what a matmul has to stream). */
@@ -142,7 +159,18 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
                         t->hidden, t->intermediate, t->lin_value_dim, t->attn_out, (long long)widest);
     if (t->n_full_layers > 0)
         JEV_TRY(jev_rope_init(&lm->rope, t, err));
-    JEV_TRY(jev_arena_init(&lm->arena, jev_lm_bytes(cfg, &lm->p), err));
+    /* activations in backend memory (device memory for CUDA); descriptors and staging on the host */
+    bool staging = !ops->host_memory;
+    size_t dev_cap = device_bytes(cfg, &lm->p);
+    lm->arena_block = ops->alloc(be, dev_cap);
+    if (!lm->arena_block)
+        return jev_fail(err, JEV_ERR_NOMEM, "lm: cannot allocate %zu bytes of %s activations", dev_cap, ops->name);
+    jev_arena_init_over(&lm->arena, lm->arena_block, dev_cap);
+    enum jev_status hs = jev_arena_init(&lm->host_arena, host_bytes(cfg, &lm->p, staging), err);
+    if (hs != JEV_OK) {
+        jev_lm_free(lm);
+        return hs;
+    }
 
     struct lm_sizes s = sizes_of(t);
     size_t T = (size_t)lm->p.max_batch_tokens;
@@ -172,11 +200,25 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     ALLOC(gbeta, T * (size_t)s.hv, float);
     ALLOC(cos, T * (size_t)s.nf, float);
     ALLOC(sin, T * (size_t)s.nf, float);
+    a = &lm->host_arena;
     ALLOC(spans, runs * (size_t)lm->p.max_spans, struct jev_kv_span);
     ALLOC(attn_runs, runs, struct jev_attn_run);
     ALLOC(gdn_runs, runs, struct jev_gdn_run);
     ALLOC(slice_seq, runs, struct jev_seq *);
     ALLOC(slice_len, runs, int32_t);
+    if (staging) {
+        ALLOC(host_cos, T * (size_t)s.nf, float);
+        ALLOC(host_sin, T * (size_t)s.nf, float);
+        ALLOC(host_rows, T * (size_t)s.d, float);
+        lm->logit_stage_rows = LOGIT_STAGE_ROWS;
+        size_t bytes = (size_t)LOGIT_STAGE_ROWS * (size_t)w->text.lm_head.rows * sizeof(float);
+        lm->logit_stage = ops->alloc(be, bytes);
+        if (!lm->logit_stage) {
+            jev_lm_free(lm);
+            return jev_fail(err, JEV_ERR_NOMEM, "lm: cannot allocate %zu bytes of %s logit staging", bytes,
+                            ops->name);
+        }
+    }
 #undef ALLOC
     for (int32_t l = 0; l < t->n_layers; l++) {
         lm->layer_bytes += layer_bytes(&w->text.layers[l]);
@@ -187,6 +229,13 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
 
 void jev_lm_free(struct jev_lm *lm) {
     jev_arena_free(&lm->arena);
+    jev_arena_free(&lm->host_arena);
+    if (lm->ops) {
+        lm->ops->free(lm->be, lm->arena_block);
+        lm->ops->free(lm->be, lm->logit_stage);
+    }
+    lm->arena_block = NULL;
+    lm->logit_stage = NULL;
     lm->x = NULL;
 }
 
@@ -250,11 +299,17 @@ static enum jev_status check_batch(const struct jev_lm *lm, const struct jev_lm_
 
 /* ---- token mixers ---- */
 
-/* The debug hook, when one is set (tests, dumps). */
+/* The debug hook, when one is set (tests, dumps): it reads host memory, so a device
+ * backend's activation is downloaded first (rows <= T, cols <= D: host_rows holds it). */
 static void hook(struct jev_lm *lm, const char *name, int32_t layer, const float *x, int64_t row0, int64_t rows,
                  int64_t cols) {
-    if (lm->hook)
-        lm->hook(lm->hook_user, name, layer, x, row0, rows, cols);
+    if (!lm->hook)
+        return;
+    if (lm->host_rows) {
+        lm->ops->download(lm->be, lm->host_rows, x, (size_t)(rows * cols) * sizeof(float));
+        x = lm->host_rows;
+    }
+    lm->hook(lm->hook_user, name, layer, x, row0, rows, cols);
 }
 
 /*
@@ -380,15 +435,23 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
 
     /* embeddings, with caller rows where given (HF: masked_scatter of the image features) */
     ops->embed(lm->be, &W->embed, b->ids + row0, T, lm->x);
-    if (b->embd_rows)
+    if (b->embd_rows) /* caller rows are host memory (the vision output) */
         for (int64_t i = 0; i < T; i++)
             if (b->embd_rows[row0 + i])
-                ops->copy(lm->be, lm->x + i * D, b->embd_rows[row0 + i], D);
+                ops->upload(lm->be, lm->x + i * D, b->embd_rows[row0 + i], (size_t)D * sizeof(float));
     hook(lm, "embed", -1, lm->x, row0, T, D);
 
     /* rotary tables once for every attention layer of the slice: they depend on positions only */
-    if (t->n_full_layers > 0)
-        jev_rope_cos_sin(&lm->rope, b->pos + row0 * 3, T, lm->cos, lm->sin);
+    if (t->n_full_layers > 0) {
+        if (lm->host_cos) { /* device backend: computed here, one upload each */
+            size_t bytes = (size_t)T * (size_t)lm->rope.n_freq * sizeof(float);
+            jev_rope_cos_sin(&lm->rope, b->pos + row0 * 3, T, lm->host_cos, lm->host_sin);
+            ops->upload(lm->be, lm->cos, lm->host_cos, bytes);
+            ops->upload(lm->be, lm->sin, lm->host_sin, bytes);
+        } else {
+            jev_rope_cos_sin(&lm->rope, b->pos + row0 * 3, T, lm->cos, lm->sin);
+        }
+    }
 
     for (int32_t l = 0; l < t->n_layers; l++) {
         const struct jev_layer_weights *L = &W->layers[l];
@@ -417,11 +480,19 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
         for (int32_t i = o0; i < o1; i++)
             ops->copy(lm->be, lm->xo + (int64_t)(i - o0) * D, lm->h + (b->out_idx[i] - row0) * D, D);
         int64_t cols = b->n_vocab_rows > 0 ? b->n_vocab_rows : W->lm_head.rows;
-        float *dst = b->logits + (int64_t)o0 * cols;
-        if (b->n_vocab_rows > 0)
-            ops->matmul_rows(lm->be, &W->lm_head, b->vocab_rows, b->n_vocab_rows, lm->xo, o1 - o0, dst);
-        else
-            ops->matmul(lm->be, &W->lm_head, lm->xo, o1 - o0, dst);
+        /* host memory: straight into the caller's buffer; a device: a few rows at a time, downloaded */
+        int64_t step = lm->logit_stage ? lm->logit_stage_rows : o1 - o0;
+        for (int64_t r = o0; r < o1; r += step) {
+            int64_t rows = o1 - r < step ? o1 - r : step;
+            float *dst = lm->logit_stage ? lm->logit_stage : b->logits + r * cols;
+            const float *src = lm->xo + (r - o0) * D;
+            if (b->n_vocab_rows > 0)
+                ops->matmul_rows(lm->be, &W->lm_head, b->vocab_rows, b->n_vocab_rows, src, rows, dst);
+            else
+                ops->matmul(lm->be, &W->lm_head, src, rows, dst);
+            if (lm->logit_stage)
+                ops->download(lm->be, b->logits + r * cols, dst, (size_t)(rows * cols) * sizeof(float));
+        }
         lm->n_logit_rows += o1 - o0;
         lm->flops += 2.0 * (double)(o1 - o0) * (double)cols * (double)D;
         lm->bytes_streamed +=
@@ -485,5 +556,8 @@ enum jev_status jev_lm_forward(struct jev_lm *lm, const struct jev_lm_batch *b, 
     if (fill > 0)
         forward_slice(lm, b, row0, fill, n_runs);
     lm->n_forwards++;
+    /* a device backend's queued ops report their faults here (ops.h: status) */
+    if (lm->ops->status)
+        return lm->ops->status(lm->be, err);
     return JEV_OK;
 }

@@ -66,7 +66,9 @@ struct jev_lm {
     struct jev_backend *be;           /* backend instance (not owned) */
     struct jev_rope rope;             /* inverse frequencies and axes */
     struct jev_lm_params p;           /* sizes, defaults filled */
-    struct jev_arena arena;           /* every activation buffer below */
+    struct jev_arena arena;           /* the activation buffers below, in backend memory (ops->alloc) */
+    struct jev_arena host_arena;      /* run descriptors and, for a device backend, host staging */
+    void *arena_block;                /* arena's block, from ops->alloc */
     /* activations of one slice of up to T = max_batch_tokens tokens */
     float *x;                         /* [T][D] residual stream */
     float *h;                         /* [T][D] normed input of a sub-layer */
@@ -89,6 +91,11 @@ struct jev_lm {
     struct jev_gdn_run *gdn_runs;     /* [max_runs + 1] */
     struct jev_seq **slice_seq;       /* [max_runs + 1] sequence of each slice run */
     int32_t *slice_len;               /* [max_runs + 1] tokens of each slice run */
+    /* staging for a device backend (NULL when backend memory is host memory) */
+    float *host_cos, *host_sin;       /* [T][n_freq] tables computed on the host, then uploaded */
+    float *host_rows;                 /* [T][D] a hook's view of an activation */
+    float *logit_stage;               /* [logit_stage_rows][vocab] backend memory, downloaded into the caller's */
+    int32_t logit_stage_rows;
     /* debug hook */
     jev_lm_hook_fn hook;              /* NULL = none */
     void *hook_user;                  /* passed to hook */

@@ -21,9 +21,17 @@
 #include "model/config.h"    // defines: struct jev_config
 #include "model/weights.h"   // defines: struct jev_weights
 
+enum { JEV_BACKEND_CPU = 0, JEV_BACKEND_CUDA = 1 };
+
+/* "cpu", "cuda" or "cuda:N" (NULL = "cpu") -> backend and device; a name this build cannot run
+ * (CUDA without `make CUDA=1`) is JEV_ERR_UNSUPPORTED, anything else JEV_ERR_INVALID_ARG. */
+enum jev_status jev_backend_parse(const char *name, int32_t *backend, int32_t *device, struct jev_error *err);
+
 struct jev_model {
     char *dir;                      /* the model directory as given (owned) */
     struct jev_model_params params; /* as passed to load (backend string not kept: NULL) */
+    int32_t backend;                /* JEV_BACKEND_CPU or JEV_BACKEND_CUDA, from params.backend */
+    int32_t device;                 /* CUDA device ordinal ("cuda:N"; 0 for "cuda") */
     enum jev_layout layout;         /* HF or MLX names, detected from the tensor names */
     struct jev_config config;       /* hyperparameters from config.json (+ generation_config.json) */
     struct jev_weights weights;     /* layout-independent weight tables */

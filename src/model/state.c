@@ -14,6 +14,7 @@
  */
 #include "model/state.h" // defines: struct jev_state, struct jev_seq
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,6 +53,23 @@ size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_para
 
 /* ---- pool lifetime ---- */
 
+/* The two big blocks come from the backend when there is one (device memory), else calloc;
+ * both hand out zeroed memory. n floats; an overflowing size is refused. */
+static float *block_alloc(const struct jev_state *st, size_t n) {
+    if (n > SIZE_MAX / sizeof(float))
+        return NULL;
+    if (st->ops)
+        return st->ops->alloc(st->be, n * sizeof(float));
+    return calloc(n, sizeof(float));
+}
+
+static void block_free(const struct jev_state *st, float *p) {
+    if (st->ops)
+        st->ops->free(st->be, p);
+    else
+        free(p);
+}
+
 /*
  * Sizes everything from the config and the params, then allocates the four
  * blocks once. The limits keep every size computation inside int64 and the
@@ -86,10 +104,12 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
     size_t page_floats = (size_t)st->n_full * 2 * JEV_KV_PAGE * (size_t)st->kv_dim;
     size_t lin_floats = (size_t)st->n_linear * (size_t)lin_floats_per_layer(t);
     st->bytes = jev_state_bytes(cfg, p);
+    st->ops = p->ops;
+    st->be = p->be;
     if (st->n_pages > 0 && page_floats > 0)
-        st->kv = calloc((size_t)st->n_pages * page_floats, sizeof(float));
+        st->kv = block_alloc(st, (size_t)st->n_pages * page_floats);
     if (lin_floats > 0)
-        st->lin = calloc((size_t)st->max_seqs * lin_floats, sizeof(float));
+        st->lin = block_alloc(st, (size_t)st->max_seqs * lin_floats);
     st->seqs = calloc((size_t)st->max_seqs, sizeof *st->seqs);
     st->page_table = calloc((size_t)st->max_seqs * (size_t)st->max_pages, sizeof(int32_t));
     st->free_pages = calloc((size_t)(st->n_pages > 0 ? st->n_pages : 1), sizeof(int32_t));
@@ -115,8 +135,8 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
 }
 
 void jev_state_free(struct jev_state *st) {
-    free(st->kv);
-    free(st->lin);
+    block_free(st, st->kv);
+    block_free(st, st->lin);
     free(st->seqs);
     free(st->page_table);
     free(st->free_pages);
@@ -166,8 +186,12 @@ enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct j
     struct jev_seq *q = take_slot(st, err);
     if (!q)
         return err ? err->status : JEV_ERR_CONTEXT_FULL;
-    if (q->conv)
-        memset(q->conv, 0, lin_bytes(st));
+    if (q->conv) {
+        if (st->ops)
+            st->ops->zero(st->be, q->conv, lin_bytes(st));
+        else
+            memset(q->conv, 0, lin_bytes(st));
+    }
     *out = q;
     return JEV_OK;
 }
@@ -194,8 +218,12 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
     parent->refs++;
     parent->n_children++;
     /* The fixed-size part: conv windows and recurrent matrices. */
-    if (q->conv)
-        memcpy(q->conv, parent->conv, lin_bytes(st));
+    if (q->conv) {
+        if (st->ops)
+            st->ops->copy(st->be, q->conv, parent->conv, (int64_t)(lin_bytes(st) / sizeof(float)));
+        else
+            memcpy(q->conv, parent->conv, lin_bytes(st));
+    }
     st->n_forks++;
     *out = q;
     return JEV_OK;

@@ -15,6 +15,7 @@
 #include "model/vision.h" // defines: struct jev_vision, jev_vision_forward
 
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "base/timing.h" // defines: jev_now_ms
@@ -36,15 +37,32 @@ static struct vision_dims dims_of(const struct jev_vision_config *c) {
     v.mlp = c->intermediate > merger ? c->intermediate : merger;
     if (v.mlp < c->hidden)
         v.mlp = c->hidden;
+    /* a device backend stages the pixels in mlp and the merger output in h (jev_vision_forward) */
+    if (v.mlp < c->patch_dim)
+        v.mlp = c->patch_dim;
+    int64_t out_per_patch = (int64_t)c->out_hidden / mm + ((int64_t)c->out_hidden % mm != 0);
+    if (v.d < out_per_patch)
+        v.d = out_per_patch;
     v.hd = c->head_dim;
     return v;
 }
 
+static size_t device_bytes(const struct vision_dims *d, size_t n) {
+    size_t f = sizeof(float);
+    return jev_align64(n * (size_t)d->d * f) * 3 + jev_align64(n * (size_t)d->qkv * f) +
+           jev_align64(n * (size_t)d->mlp * f) + jev_align64(n * (size_t)d->hd * f) * 2;
+}
+
+static size_t host_bytes(const struct vision_dims *d, size_t n, bool staging) {
+    size_t b = jev_align64(n * 4 * 4) * 2;
+    if (staging)
+        b += jev_align64(n * (size_t)d->hd * sizeof(float)) * 2 + jev_align64(n * (size_t)d->d * sizeof(float));
+    return b;
+}
+
 size_t jev_vision_arena_bytes(const struct jev_vision_config *cfg, int32_t max_patches) {
     struct vision_dims d = dims_of(cfg);
-    size_t n = (size_t)max_patches, f = sizeof(float);
-    return jev_align64(n * (size_t)d.d * f) * 3 + jev_align64(n * (size_t)d.qkv * f) +
-           jev_align64(n * (size_t)d.mlp * f) + jev_align64(n * (size_t)d.hd * f) * 2 + jev_align64(n * 4 * 4) * 2;
+    return device_bytes(&d, (size_t)max_patches) + host_bytes(&d, (size_t)max_patches, false);
 }
 
 double jev_vision_flops(const struct jev_vision_config *c, int64_t n) {
@@ -87,8 +105,20 @@ enum jev_status jev_vision_init(struct jev_vision *v, const struct jev_vision_co
         return jev_fail(err, JEV_ERR_INVALID_ARG, "vision: pos_embed is [%d, %d], expected [%d, %d]",
                         w->pos_embed.rows, w->pos_embed.cols, cfg->n_pos_embed, cfg->hidden);
     struct vision_dims d = dims_of(cfg);
-    JEV_TRY(jev_arena_init(&v->arena, jev_vision_arena_bytes(cfg, max_patches), err));
     size_t n = (size_t)max_patches;
+    bool staging = !ops->host_memory;
+    /* activations in backend memory; the per-image index tables (and a device's staging) on the host */
+    v->ops = ops;
+    v->be = be;
+    v->arena_block = ops->alloc(be, device_bytes(&d, n));
+    if (!v->arena_block)
+        return jev_fail(err, JEV_ERR_NOMEM, "vision: cannot allocate %zu bytes of %s activations for %d patches",
+                        device_bytes(&d, n), ops->name, max_patches);
+    jev_arena_init_over(&v->arena, v->arena_block, device_bytes(&d, n));
+    if (jev_arena_init(&v->host_arena, host_bytes(&d, n, staging), err) != JEV_OK) {
+        jev_vision_free(v);
+        return err->status;
+    }
     v->x = jev_arena_alloc_array(&v->arena, n * (size_t)d.d, sizeof(float), err);
     v->h = jev_arena_alloc_array(&v->arena, n * (size_t)d.d, sizeof(float), err);
     v->att = jev_arena_alloc_array(&v->arena, n * (size_t)d.d, sizeof(float), err);
@@ -96,16 +126,21 @@ enum jev_status jev_vision_init(struct jev_vision *v, const struct jev_vision_co
     v->mlp = jev_arena_alloc_array(&v->arena, n * (size_t)d.mlp, sizeof(float), err);
     v->cos = jev_arena_alloc_array(&v->arena, n * (size_t)d.hd, sizeof(float), err);
     v->sin = jev_arena_alloc_array(&v->arena, n * (size_t)d.hd, sizeof(float), err);
-    v->pos_idx = jev_arena_alloc_array(&v->arena, n * 4, sizeof(int32_t), err);
-    v->pos_w = jev_arena_alloc_array(&v->arena, n * 4, sizeof(float), err);
-    if (!v->pos_w) { /* the arena was sized for exactly these; a failure is a sizing bug reported in err */
-        jev_arena_free(&v->arena);
+    v->pos_idx = jev_arena_alloc_array(&v->host_arena, n * 4, sizeof(int32_t), err);
+    v->pos_w = jev_arena_alloc_array(&v->host_arena, n * 4, sizeof(float), err);
+    bool ok = v->sin && v->pos_w;
+    if (ok && staging) {
+        v->host_cos = jev_arena_alloc_array(&v->host_arena, n * (size_t)d.hd, sizeof(float), err);
+        v->host_sin = jev_arena_alloc_array(&v->host_arena, n * (size_t)d.hd, sizeof(float), err);
+        v->host_rows = jev_arena_alloc_array(&v->host_arena, n * (size_t)d.d, sizeof(float), err);
+        ok = v->host_rows != NULL;
+    }
+    if (!ok) { /* the arenas were sized for exactly these; a failure is a sizing bug reported in err */
+        jev_vision_free(v);
         return err->status;
     }
     v->cfg = cfg;
     v->w = w;
-    v->ops = ops;
-    v->be = be;
     v->max_patches = max_patches;
     v->n_freq = jev_vision_inv_freq(cfg->head_dim, JEV_VISION_ROPE_THETA, v->inv_freq);
     return JEV_OK;
@@ -115,6 +150,9 @@ void jev_vision_free(struct jev_vision *v) {
     if (!v)
         return;
     jev_arena_free(&v->arena);
+    jev_arena_free(&v->host_arena);
+    if (v->ops)
+        v->ops->free(v->be, v->arena_block);
     memset(v, 0, sizeof *v);
 }
 
@@ -156,7 +194,8 @@ static void build_tables(struct jev_vision *v, int32_t gh, int32_t gw) {
                 v->pos_w[p * 4 + a * 2 + b] = hw[a] * ww[b];
             }
         /* rotary: [row freqs | col freqs] twice over the head dim (recomposition_frequencies) */
-        float *cr = v->cos + (int64_t)p * hd, *sr = v->sin + (int64_t)p * hd;
+        float *cr = (v->host_cos ? v->host_cos : v->cos) + (int64_t)p * hd;
+        float *sr = (v->host_sin ? v->host_sin : v->sin) + (int64_t)p * hd;
         for (int32_t e = 0; e < nf; e++) {
             float fr = (float)row * v->inv_freq[e], fc = (float)col * v->inv_freq[e];
             cr[e] = cr[e + 2 * nf] = cosf(fr);
@@ -169,9 +208,15 @@ static void build_tables(struct jev_vision *v, int32_t gh, int32_t gw) {
 
 /* ---- forward ---- */
 
+/* The debug hook reads host memory: a device backend's tensor is downloaded first (rows x cols <= N x Dv). */
 static void dbg(struct jev_vision *v, const char *name, int layer, const float *t, int64_t rows, int64_t cols) {
-    if (v->hook)
-        v->hook(v->hook_arg, name, layer, t, rows, cols);
+    if (!v->hook)
+        return;
+    if (v->host_rows) {
+        v->ops->download(v->be, v->host_rows, t, (size_t)(rows * cols) * sizeof(float));
+        t = v->host_rows;
+    }
+    v->hook(v->hook_arg, name, layer, t, rows, cols);
 }
 
 enum jev_status jev_vision_forward(struct jev_vision *v, const float *pixels, int32_t grid_h, int32_t grid_w,
@@ -192,11 +237,20 @@ enum jev_status jev_vision_forward(struct jev_vision *v, const float *pixels, in
     double t0 = jev_now_ms();
 
     build_tables(v, grid_h, grid_w);
+    /* a device backend: tables and pixels go over once (pixels into mlp, free until the first MLP) */
+    const float *pix = pixels;
+    if (v->host_cos) {
+        size_t tb = (size_t)N * (size_t)hd * sizeof(float);
+        ops->upload(be, v->cos, v->host_cos, tb);
+        ops->upload(be, v->sin, v->host_sin, tb);
+        ops->upload(be, v->mlp, pixels, (size_t)N * (size_t)c->patch_dim * sizeof(float));
+        pix = v->mlp;
+    }
 
     /* patch embedding: Conv3d with kernel = stride = (T, P, P) is x = pix . W^T + b over the (c, t, y, x) vector */
     struct jev_matrix pe = {.type = JEV_MTYPE_F32, .rows = D, .cols = c->patch_dim, .data = w->patch_w,
                             .name = "patch_embed.proj.weight"};
-    ops->matmul(be, &pe, pixels, N, v->x);
+    ops->matmul(be, &pe, pix, N, v->x);
     ops->add_bias(be, v->x, w->patch_b, N, D);
     dbg(v, "patch_embed", -1, v->x, N, D);
     /* x += bilinear(pos_embed) */
@@ -231,9 +285,15 @@ enum jev_status jev_vision_forward(struct jev_vision *v, const float *pixels, in
     ops->matmul(be, &w->merger_fc1, v->h, NM, v->mlp);
     ops->add_bias(be, v->mlp, w->merger_fc1_b, NM, c->merge_in);
     ops->gelu(be, v->mlp, NM * c->merge_in, false);
-    ops->matmul(be, &w->merger_fc2, v->mlp, NM, out);
-    ops->add_bias(be, out, w->merger_fc2_b, NM, c->out_hidden);
-    dbg(v, "merger", -1, out, NM, c->out_hidden);
+    /* a device backend writes the merger output into h (free again) and downloads it into out */
+    float *dst = v->host_cos ? v->h : out;
+    ops->matmul(be, &w->merger_fc2, v->mlp, NM, dst);
+    ops->add_bias(be, dst, w->merger_fc2_b, NM, c->out_hidden);
+    dbg(v, "merger", -1, dst, NM, c->out_hidden);
+    if (dst != out)
+        ops->download(be, out, dst, (size_t)NM * (size_t)c->out_hidden * sizeof(float));
+    if (ops->status)
+        JEV_TRY(ops->status(be, err));
 
     v->n_forwards++;
     v->forward_ms += jev_now_ms() - t0;

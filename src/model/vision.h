@@ -42,7 +42,9 @@ struct jev_vision {
     const struct jev_ops *ops;            /* backend op table */
     struct jev_backend *be;               /* backend instance (not owned) */
     int32_t max_patches;                  /* capacity N of every buffer below */
-    struct jev_arena arena;               /* owns every buffer below */
+    struct jev_arena arena;               /* the float buffers x .. sin, in backend memory (ops->alloc) */
+    void *arena_block;                    /* its block */
+    struct jev_arena host_arena;          /* pos_idx, pos_w and a device backend's host tables */
     float *x;                             /* [N][Dv] residual stream */
     float *h;                             /* [N][Dv] normed input of a sub-layer; merger input [N/4][4Dv] */
     float *qkv;                           /* [N][3Dv] q | k | v */
@@ -51,6 +53,8 @@ struct jev_vision {
     float *cos, *sin;                     /* [N][head_dim] rotary tables */
     int32_t *pos_idx;                     /* [N][4] bilinear taps into the pos_embed table */
     float *pos_w;                         /* [N][4] their weights */
+    float *host_cos, *host_sin;           /* device backend: the tables built here, then uploaded; else NULL */
+    float *host_rows;                     /* device backend: a hook's view [N][Dv]; else NULL */
     float inv_freq[JEV_VISION_MAX_HEAD_DIM / 4]; /* head_dim / 4 inverse frequencies (f32, as torch) */
     int32_t n_freq;                       /* entries of inv_freq */
     int64_t n_forwards;                   /* counter: forwards run */

@@ -4,7 +4,9 @@
 #include "backend/cpu/cpu.h" // defines: struct jev_backend, jev_cpu_* ops
 
 #include <cblas.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
     struct jev_backend *be = calloc(1, sizeof *be);
@@ -61,8 +63,71 @@ void jev_cpu_for_rows(struct jev_backend *be, int64_t n, int64_t elems_per_row, 
 
 struct jev_pool *jev_cpu_backend_pool(struct jev_backend *be) { return be ? be->pool : NULL; }
 
+/* ---- memory: plain host memory ---- */
+
+/* calloc keeps the lazy zero pages of large blocks (a state pool touches only what it uses);
+ * the block's own address is kept in the 64 bytes of padding before the aligned pointer. */
+static void *cpu_alloc(struct jev_backend *be, size_t bytes) {
+    (void)be;
+    if (bytes > SIZE_MAX - 128)
+        return NULL;
+    unsigned char *raw = calloc(1, bytes + 128);
+    if (!raw)
+        return NULL;
+    unsigned char *p = raw + 64 + (64 - (uintptr_t)(raw + 64) % 64) % 64;
+    memcpy(p - sizeof raw, &raw, sizeof raw);
+    return p;
+}
+
+static void cpu_free(struct jev_backend *be, void *p) {
+    (void)be;
+    if (!p)
+        return;
+    unsigned char *raw;
+    memcpy(&raw, (unsigned char *)p - sizeof raw, sizeof raw);
+    free(raw);
+}
+
+static void cpu_copy_bytes(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes > 0 && dst != src)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_zero(struct jev_backend *be, void *dst, size_t bytes) {
+    (void)be;
+    if (bytes > 0)
+        memset(dst, 0, bytes);
+}
+
+static void cpu_sync(struct jev_backend *be) { (void)be; }
+
+/* The CPU kernels read every matrix type where the model mapped it: the mirror is the matrix. */
+static enum jev_status cpu_matrix_mirror(struct jev_backend *be, const struct jev_matrix *host,
+                                         struct jev_matrix *mirror, struct jev_error *err) {
+    (void)be;
+    (void)err;
+    *mirror = *host;
+    return JEV_OK;
+}
+
+static void cpu_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) {
+    (void)be;
+    memset(mirror, 0, sizeof *mirror);
+}
+
 const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
+    .host_memory = true,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy_bytes,
+    .download = cpu_copy_bytes,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .matrix_mirror = cpu_matrix_mirror,
+    .matrix_release = cpu_matrix_release,
+    .status = NULL,
     .matmul = jev_cpu_matmul_fast,
     .matmul_rows = jev_cpu_matmul_rows_fast,
     .embed = jev_cpu_embed_fast,
