@@ -38,6 +38,7 @@ static void usage(FILE *f) {
             "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
             "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
             "  --threads N          worker threads (default: all cores)\n"
+            "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
             "  --json               print the response body instead of the table\n"
             "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
 }
@@ -127,6 +128,7 @@ static int open_engine(struct jev_model *m, int32_t max_batch, int32_t max_token
 int cmd_decide(int argc, char **argv) {
     const char *dir = NULL, *req_path = NULL, *workload = NULL, *image = NULL, *dump = NULL;
     bool json = false, openai = false;
+    const char *backend = NULL;
     long decisions = 0, threads = 0, max_side = 768, max_new = 0;
     struct jev_decide_params p = jev_decide_default_params();
     for (int i = 1; i < argc; i++) {
@@ -188,6 +190,8 @@ int cmd_decide(int argc, char **argv) {
             bad = cli_parse_long(v, 1, 1 << 20, &max_new);
         } else if (!strcmp(a, "--threads")) {
             bad = cli_parse_long(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--backend")) {
+            backend = v;
         } else {
             bad = 2;
         }
@@ -239,6 +243,7 @@ int cmd_decide(int argc, char **argv) {
     /* model, engine, decider */
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
+    mp.backend = backend;
     struct jev_model *model = NULL;
     struct jev_engine *e = NULL;
     struct jev_decider *d = NULL;

@@ -34,6 +34,7 @@ static void usage(FILE *f) {
                "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
                "  --decode N           greedy decode steps after the prefill (default 8)\n"
                "  --threads N          worker threads (default: all cores)\n"
+    "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
                "  --top K              next tokens to print after the prefill (default 5)\n"
                "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
                "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
@@ -97,6 +98,7 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *ids_arg = NULL;
+    const char *backend = NULL;
     long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5, n_forks = 0, suffix = 16;
     int peak = 0;
     for (int i = 1; i < argc; i++) {
@@ -123,6 +125,8 @@ int cmd_run(int argc, char **argv) {
             bad = cli_parse_long(v, 0, 100000, &n_decode);
         } else if (!strcmp(a, "--threads") && v) {
             bad = cli_parse_long(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--backend") && v) {
+            backend = v;
         } else if (!strcmp(a, "--forks") && v) {
             bad = cli_parse_long(v, 0, 64, &n_forks);
         } else if (!strcmp(a, "--suffix") && v) {
@@ -159,6 +163,7 @@ int cmd_run(int argc, char **argv) {
 
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
+    mp.backend = backend;
     mp.no_vision = true;
     struct jev_model *model = NULL;
     struct jev_error err = {0};

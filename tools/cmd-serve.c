@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "  --port N             TCP port (default 8080; 0 = any free port)\n"
             "  --api-key K          require \"Authorization: Bearer K\" (default: $JEV_API_KEY; none = open)\n"
             "  --threads N          compute threads (default: all cores)\n"
+            "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
             "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
 int cmd_serve(int argc, char **argv) {
     struct jev_server_params sp = jev_server_default_params();
     const char *dir = NULL;
+    const char *backend = NULL;
     long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
     long max_body = (long)sp.max_body_bytes;
     struct jev_engine_params ep = jev_engine_default_params();
@@ -64,6 +66,8 @@ int cmd_serve(int argc, char **argv) {
             sp.api_key = v;
         } else if (!strcmp(a, "--threads")) {
             bad = cli_parse_long(v, 0, 1024, &threads);
+        } else if (!strcmp(a, "--backend")) {
+            backend = v;
         } else if (!strcmp(a, "--http-threads")) {
             bad = cli_parse_long(v, 1, 1024, &http_threads);
         } else if (!strcmp(a, "--max-body")) {
@@ -109,6 +113,7 @@ int cmd_serve(int argc, char **argv) {
 
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
+    mp.backend = backend;
     struct jev_model *model = NULL;
     struct jev_engine *engine = NULL;
     struct jev_decider *decider = NULL;

@@ -17,7 +17,8 @@
 #include "decide/verify.h" // defines: jev_verify_run
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: jev verify --model DIR [--output FILE] [--image F] [--norm sum|mean] [--threads N]\n\n"
+    fprintf(f, "usage: jev verify --model DIR [--output FILE] [--image F] [--norm sum|mean] [--threads N]\n"
+                   "                  [--backend cpu|cuda|cuda:N]\n\n"
                "  --model DIR      a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --output FILE    the record (default artifacts/scoring-verification.json)\n"
                "  --image F        put an image into every case's prompt (default: text only)\n"
@@ -28,6 +29,7 @@ static void usage(FILE *f) {
 
 int cmd_verify(int argc, char **argv) {
     const char *dir = NULL, *output = "artifacts/scoring-verification.json", *image = NULL;
+    const char *backend = NULL;
     long threads = 0;
     struct jev_verify_opts o = {.norm = JEV_TRIE_SUM};
     for (int i = 1; i < argc; i++) {
@@ -50,6 +52,8 @@ int cmd_verify(int argc, char **argv) {
             o.norm = !strcmp(v, "mean") ? JEV_TRIE_MEAN : JEV_TRIE_SUM;
         } else if (!strcmp(a, "--tolerance") && (o.tolerance = strtod(v, &end), end && !*end && o.tolerance > 0)) {
         } else if (!strcmp(a, "--threads") && cli_parse_long(v, 0, 1024, &threads) == 0) {
+        } else if (!strcmp(a, "--backend")) {
+            backend = v;
         } else {
             fprintf(stderr, "jev verify: bad option or value '%s %s'\n\n", a, v);
             usage(stderr);
@@ -65,6 +69,7 @@ int cmd_verify(int argc, char **argv) {
     o.image = image;
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
+    mp.backend = backend;
     mp.no_vision = image == NULL;
     struct jev_model *m = NULL;
     struct jev_engine *e = NULL;

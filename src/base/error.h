@@ -12,6 +12,10 @@
 
 #include "jev.h" // defines: enum jev_status
 
+#ifdef __cplusplus
+extern "C" { /* the CUDA kernel files (C++) call jev_fail and JEV_ASSERT */
+#endif
+
 #define JEV_ERROR_MSG_MAX 512
 
 struct jev_error {
@@ -47,5 +51,9 @@ void jev_abort(const char *file, int line, const char *expr) __attribute__((nore
         if (jev_try_s_ != JEV_OK)                                                                     \
             return jev_try_s_;                                                                        \
     } while (0)
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -250,6 +250,7 @@ static enum jev_status environment(struct br_bench *b, struct jev_error *err) {
 static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = b->o.threads;
+    mp.backend = b->o.backend;
     JEV_TRY(jev_model_open(b->o.model_dir, &mp, &b->model, err));
     if (!b->model->config.has_vision)
         return jev_fail(err, JEV_ERR_UNSUPPORTED, "bench: %s has no vision tower; the workload has a photo",
@@ -402,7 +403,7 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.resized_width = b->resized_w;
     env.resized_height = b->resized_h;
     env.threads = jev_pool_size(b->engine->pool);
-    env.backend = "cpu";
+    env.backend = b->engine->ops->host_memory ? "cpu" : "cuda";
     env.gpu_memory_bytes = JEV_BENCH_NONE;
     env.cpu_cores = JEV_BENCH_NONE;
     jev_bench_env_detect(&env, &host);
@@ -497,9 +498,6 @@ enum jev_status jev_bench_run(const struct jev_bench_opts *opts, struct jev_benc
         b.o.repeats = 3;
     if (!b.o.model_dir)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "bench: no model directory");
-    if (b.o.backend && strcmp(b.o.backend, "cpu") != 0)
-        return jev_fail(err, JEV_ERR_UNSUPPORTED, "bench: backend \"%s\" is not in this build (cpu only)",
-                        b.o.backend);
     if (b.o.n_counts < 1 || b.o.n_counts > JEV_BENCH_MAX_COUNTS)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "bench: %d decision counts (1..%d)", b.o.n_counts,
                         JEV_BENCH_MAX_COUNTS);
