@@ -72,7 +72,7 @@ static void test_gdn_conv(void **state) {
     /* runs shorter than the window (1, 2 with K = 4), around a token block (16, 17) and long */
     const int32_t len[7] = {1, 3, 64, 65, 130, 2, 17};
     const bool fresh[7] = {false, true, false, false, true, false, false};
-    conv_case(300, 4, len, fresh, 7); /* channels not a multiple of a block */
+    conv_case(300, 4, len, fresh, 7);  /* channels not a multiple of a block */
     conv_case(6144, 4, len, fresh, 7); /* the 0.8B model's conv_dim = 2*16*128 + 16*128 */
     conv_case(96, 2, len, fresh, 7);   /* a one-row window */
     /* one decode token per run, 65 runs (the decision path's batch) */
@@ -136,9 +136,8 @@ static void rule_case(struct jev_gdn_shape s, const int32_t *len, const bool *re
              fast ? " fast decay" : "");
     ct_check_dev(what, o, d_o, out_n, CT_NMSE_F32);
     for (int32_t r = 0; r < n_runs; r++) {
-        snprintf(what, sizeof what, "gdn_rule state hk %d hv %d dk %d dv %d run %d (%d tokens%s%s)%s", s.hk, s.hv,
-                 s.dk, s.dv, r, len[r], rec[r] ? ", recurrent" : "", fresh[r] ? ", fresh" : "",
-                 fast ? " fast decay" : "");
+        snprintf(what, sizeof what, "gdn_rule state hk %d hv %d dk %d dv %d run %d (%d tokens%s%s)%s", s.hk, s.hv, s.dk,
+                 s.dv, r, len[r], rec[r] ? ", recurrent" : "", fresh[r] ? ", fresh" : "", fast ? " fast decay" : "");
         ct_check_dev(what, states + r * ssm, d_state[r], ssm, CT_NMSE_F32);
         ct_free(d_state[r]);
     }

@@ -31,7 +31,8 @@
  * (group, col) of the 128 (8 groups x 16 columns) holds rows group, group+8,
  * ... of its column in registers; sums over dk are per-thread partials, then
  * the two groups of a warp (shuffle), then the 4 warps (shared memory).
- * Warps 0 and 1 normalise q and k of each token into shared memory.
+ * Warps 0 and 1 normalise q and k of each token into shared memory. Three
+ * barriers per token: after q and k, inside each of the two column sums.
  */
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_check
 
@@ -101,20 +102,20 @@ void jev_cuda_gdn_conv(struct jev_backend *be, const float *mixed, const float *
 
 /* ---- gated delta rule, recurrent form ---- */
 
-#define RULE_COLS 16                              /* state columns per block */
+#define RULE_COLS 16 /* state columns per block */
 #define RULE_WARPS 4
 #define RULE_THREADS (32 * RULE_WARPS)
-#define RULE_GROUPS (RULE_THREADS / RULE_COLS)    /* row groups: thread (group, col) holds rows group + 8 r */
+#define RULE_GROUPS (RULE_THREADS / RULE_COLS) /* row groups: thread (group, col) holds rows group + 8 r */
 
 struct rule_args {
     struct jev_gdn_shape s;
-    const float *u;    /* [rows][2*hk*dk + hv*dv] = [q | k | v] */
-    const float *g;    /* [rows][hv] log decay */
-    const float *beta; /* [rows][hv] */
+    const float *u;                 /* [rows][2*hk*dk + hv*dv] = [q | k | v] */
+    const float *g;                 /* [rows][hv] log decay */
+    const float *beta;              /* [rows][hv] */
     const struct jev_gdn_run *runs; /* device copy */
-    float *o;          /* [rows][hv*dv] */
-    float qdiv;        /* sqrtf(dk): the recurrent form's query divisor */
-    float qscale;      /* f32(dk^-0.5): the chunked form's query multiplier */
+    float *o;                       /* [rows][hv*dv] */
+    float qdiv;                     /* sqrtf(dk): the recurrent form's query divisor */
+    float qscale;                   /* f32(dk^-0.5): the chunked form's query multiplier */
 };
 
 __device__ static inline float warp_sum(float x) {
@@ -152,8 +153,7 @@ __device__ static inline float column_sum(float x, float (*partial)[RULE_COLS]) 
 
 /* grid (column slices, value heads, runs); ROWS state rows per thread (dk <= ROWS * RULE_GROUPS); dynamic shared
  * memory: 2*dk floats (the token's normalised q and k). */
-template <int ROWS>
-__global__ static void __launch_bounds__(RULE_THREADS) rule_recurrent(const struct rule_args a) {
+template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_recurrent(const struct rule_args a) {
     extern __shared__ float qk[];
     __shared__ float partial_mem[RULE_WARPS][RULE_COLS];
     __shared__ float partial_out[RULE_WARPS][RULE_COLS];
