@@ -1,0 +1,201 @@
+/*
+ * test-cuda-gdn.c - CUDA parity of the Gated DeltaNet ops (backend/cuda/cuda-gdn.cu): gdn_conv and gdn_rule against
+ * the CPU op table on the same inputs and initial states, outputs and updated states compared (NMSE; the conv
+ * window is a copy, so it must match exactly).
+ *
+ * Runs of uneven lengths (1, 3, 64, 65, 130 tokens: one chunk, one chunk plus one, more than two chunks), chunked and
+ * recurrent runs mixed, fresh (zero) and carried (non-zero) states, grouped value heads, small, odd and the 0.8B
+ * model's dims, slow and fast decay. The GPU runs the recurrence for every run; the CPU the chunked form where a run
+ * is not recurrent, so the rule's comparisons also check that the two forms agree.
+ */
+#include "cuda-test.h"
+
+/* ---- conv ---- */
+
+/* One conv case: runs of len[] tokens over C channels, kernel K; run r starts from a zero window when fresh[r]. */
+static void conv_case(int32_t C, int32_t K, const int32_t *len, const bool *fresh, int32_t n_runs) {
+    int64_t rows = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        rows += len[r];
+    int64_t win = (int64_t)(K - 1) * C;
+    float *mixed = ct_host(rows * C), *taps = ct_host((int64_t)C * K), *windows = ct_host(n_runs * win);
+    ct_fill(mixed, rows * C, 1, 1.0f);
+    ct_fill(taps, (int64_t)C * K, 2, 0.4f);
+    ct_fill(windows, n_runs * win, 3, 1.0f);
+    for (int32_t r = 0; r < n_runs; r++)
+        if (fresh[r])
+            memset(windows + r * win, 0, (size_t)win * sizeof(float));
+
+    float *d_mixed = ct_up(mixed, rows * C), *d_taps = ct_up(taps, (int64_t)C * K), *d_u = ct_up(NULL, rows * C);
+    float **d_win = calloc((size_t)n_runs, sizeof(float *));
+    struct jev_gdn_run *cpu_runs = calloc((size_t)n_runs, sizeof(*cpu_runs));
+    struct jev_gdn_run *gpu_runs = calloc((size_t)n_runs, sizeof(*gpu_runs));
+    assert_non_null(d_win);
+    assert_non_null(cpu_runs);
+    assert_non_null(gpu_runs);
+    int64_t row = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        d_win[r] = ct_up(windows + r * win, win);
+        cpu_runs[r] = (struct jev_gdn_run){row, len[r], r % 2 == 1, windows + r * win, NULL};
+        gpu_runs[r] = (struct jev_gdn_run){row, len[r], r % 2 == 1, d_win[r], NULL};
+        row += len[r];
+    }
+    float *u = ct_host(rows * C);
+    jev_cpu_ops.gdn_conv(ct_cpu, mixed, taps, C, K, cpu_runs, n_runs, u);
+    jev_cuda_ops.gdn_conv(ct_gpu, d_mixed, d_taps, C, K, gpu_runs, n_runs, d_u);
+
+    char what[96];
+    snprintf(what, sizeof what, "gdn_conv out C %d K %d runs %d", C, K, n_runs);
+    ct_check_dev(what, u, d_u, rows * C, CT_NMSE_F32);
+    for (int32_t r = 0; r < n_runs; r++) {
+        float *got = ct_down(d_win[r], win);
+        if (memcmp(got, windows + r * win, (size_t)win * sizeof(float)) != 0)
+            fail_msg("gdn_conv C %d K %d: run %d (%d tokens%s) window differs from the CPU's", C, K, r, len[r],
+                     fresh[r] ? ", fresh" : "");
+        free(got);
+        ct_free(d_win[r]);
+    }
+    ct_free(d_mixed);
+    ct_free(d_taps);
+    ct_free(d_u);
+    free(d_win);
+    free(cpu_runs);
+    free(gpu_runs);
+    free(mixed);
+    free(taps);
+    free(windows);
+    free(u);
+}
+
+static void test_gdn_conv(void **state) {
+    (void)state;
+    /* runs shorter than the window (1, 2 with K = 4), around a token block (16, 17) and long */
+    const int32_t len[7] = {1, 3, 64, 65, 130, 2, 17};
+    const bool fresh[7] = {false, true, false, false, true, false, false};
+    conv_case(300, 4, len, fresh, 7);  /* channels not a multiple of a block */
+    conv_case(6144, 4, len, fresh, 7); /* the 0.8B model's conv_dim = 2*16*128 + 16*128 */
+    conv_case(96, 2, len, fresh, 7);   /* a one-row window */
+    /* one decode token per run, 65 runs (the decision path's batch) */
+    int32_t one[65];
+    bool carried[65];
+    for (int32_t r = 0; r < 65; r++) {
+        one[r] = 1;
+        carried[r] = r % 5 == 0;
+    }
+    conv_case(6144, 4, one, carried, 65);
+    /* no runs: nothing queued, nothing fails */
+    jev_cuda_ops.gdn_conv(ct_gpu, NULL, NULL, 6144, 4, NULL, 0, NULL);
+    jev_cuda_ops.sync(ct_gpu);
+}
+
+/* ---- delta rule ---- */
+
+/* One rule case over shape s: runs of len[] tokens, rec[] recurrent, fresh[] from a zero state; fast: log decay in
+ * (-5.1, -1.1) per token (e^cum underflows within a chunk), else in (-0.26, -0.016). */
+static void rule_case(struct jev_gdn_shape s, const int32_t *len, const bool *rec, const bool *fresh, int32_t n_runs,
+                      bool fast) {
+    int32_t conv_dim = 2 * s.hk * s.dk + s.hv * s.dv;
+    int64_t rows = 0;
+    for (int32_t r = 0; r < n_runs; r++)
+        rows += len[r];
+    int64_t ssm = (int64_t)s.hv * s.dk * s.dv, out_n = rows * s.hv * s.dv;
+    float *u = ct_host(rows * conv_dim), *g = ct_host(rows * s.hv), *beta = ct_host(rows * s.hv);
+    float *states = ct_host(n_runs * ssm);
+    ct_fill(u, rows * conv_dim, 9, 1.0f);
+    for (int64_t i = 0; i < rows * s.hv; i++) {
+        float d = ct_det(i) + 2.0f; /* (0.1, 4.1) */
+        g[i] = fast ? -1.0f - d : -0.01f - 0.06f * d;
+        beta[i] = 0.5f + 0.2f * ct_det(i + 5); /* (0.12, 0.92) */
+    }
+    ct_fill(states, n_runs * ssm, 77, 0.1f);
+    for (int32_t r = 0; r < n_runs; r++)
+        if (fresh[r])
+            memset(states + r * ssm, 0, (size_t)ssm * sizeof(float));
+
+    float *d_u = ct_up(u, rows * conv_dim), *d_g = ct_up(g, rows * s.hv), *d_beta = ct_up(beta, rows * s.hv);
+    float *d_o = ct_up(NULL, out_n);
+    float **d_state = calloc((size_t)n_runs, sizeof(float *));
+    struct jev_gdn_run *cpu_runs = calloc((size_t)n_runs, sizeof(*cpu_runs));
+    struct jev_gdn_run *gpu_runs = calloc((size_t)n_runs, sizeof(*gpu_runs));
+    assert_non_null(d_state);
+    assert_non_null(cpu_runs);
+    assert_non_null(gpu_runs);
+    int64_t row = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        d_state[r] = ct_up(states + r * ssm, ssm);
+        cpu_runs[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, states + r * ssm};
+        gpu_runs[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, d_state[r]};
+        row += len[r];
+    }
+    float *o = ct_host(out_n);
+    jev_cpu_ops.gdn_rule(ct_cpu, &s, u, g, beta, cpu_runs, n_runs, o);
+    jev_cuda_ops.gdn_rule(ct_gpu, &s, d_u, d_g, d_beta, gpu_runs, n_runs, d_o);
+
+    char what[128];
+    snprintf(what, sizeof what, "gdn_rule out hk %d hv %d dk %d dv %d runs %d%s", s.hk, s.hv, s.dk, s.dv, n_runs,
+             fast ? " fast decay" : "");
+    ct_check_dev(what, o, d_o, out_n, CT_NMSE_F32);
+    for (int32_t r = 0; r < n_runs; r++) {
+        snprintf(what, sizeof what, "gdn_rule state hk %d hv %d dk %d dv %d run %d (%d tokens%s%s)%s", s.hk, s.hv, s.dk,
+                 s.dv, r, len[r], rec[r] ? ", recurrent" : "", fresh[r] ? ", fresh" : "", fast ? " fast decay" : "");
+        ct_check_dev(what, states + r * ssm, d_state[r], ssm, CT_NMSE_F32);
+        ct_free(d_state[r]);
+    }
+    ct_free(d_u);
+    ct_free(d_g);
+    ct_free(d_beta);
+    ct_free(d_o);
+    free(d_state);
+    free(cpu_runs);
+    free(gpu_runs);
+    free(u);
+    free(g);
+    free(beta);
+    free(states);
+    free(o);
+}
+
+static void test_gdn_rule(void **state) {
+    (void)state;
+    /* (hk, hv, dk, dv, chunk): small; grouped small; odd dims (dv not a multiple of a column slice); the 0.8B
+     * model's; grouped at the model's head dims */
+    const struct jev_gdn_shape shapes[5] = {
+        {2, 2, 16, 16, 64}, {2, 4, 16, 16, 64}, {1, 3, 24, 40, 64}, {16, 16, 128, 128, 64}, {2, 4, 128, 128, 64},
+    };
+    /* chunked 130 (three chunks), recurrent 1, chunked 64 (one chunk), recurrent 3, chunked 65, chunked 1 */
+    const int32_t len[6] = {130, 1, 64, 3, 65, 1};
+    const bool rec[6] = {false, true, false, true, false, false};
+    const bool fresh[6] = {false, false, true, false, false, true};
+    for (int it = 0; it < 10; it++)
+        rule_case(shapes[it % 5], len, rec, fresh, 6, it >= 5);
+}
+
+/* The decision path's batch (65 runs of ~10 tokens) and a decode step (65 runs of one cached token). */
+static void test_gdn_rule_many_runs(void **state) {
+    (void)state;
+    const struct jev_gdn_shape model = {16, 16, 128, 128, 64};
+    int32_t len[65], one[65];
+    bool rec[65], fresh[65], all[65];
+    for (int32_t r = 0; r < 65; r++) {
+        len[r] = 6 + (r * 7) % 9; /* 6..14 */
+        rec[r] = false;
+        fresh[r] = r % 3 == 0;
+        one[r] = 1;
+        all[r] = true;
+    }
+    rule_case(model, len, rec, fresh, 65, false);
+    rule_case(model, one, all, fresh, 65, false);
+    rule_case(model, one, all, fresh, 65, true);
+    /* no runs: nothing queued, nothing fails */
+    jev_cuda_ops.gdn_rule(ct_gpu, &model, NULL, NULL, NULL, NULL, 0, NULL);
+    jev_cuda_ops.sync(ct_gpu);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gdn_conv),
+        cmocka_unit_test(test_gdn_rule),
+        cmocka_unit_test(test_gdn_rule_many_runs),
+    };
+    return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
+}
