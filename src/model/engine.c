@@ -73,8 +73,8 @@ static void backend_free(struct jev_engine *e) {
  * Order: pool, backend, weights mirror, state, LM. Each step may fail; the engine struct is
  * calloc'ed first, so jev_engine_free can undo any prefix of the steps.
  */
-enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
-                                struct jev_engine **out) {
+static enum jev_status engine_init(struct jev_model *model, const struct jev_engine_params *params,
+                                   const struct jev_ops *ops, struct jev_backend *be, struct jev_engine **out) {
     if (!out)
         return JEV_ERR_INVALID_ARG;
     *out = NULL;
@@ -103,8 +103,13 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
     const struct jev_config *cfg = &model->config;
     if (JEV_OK != jev_pool_init(&e->pool, model->params.n_threads, &e->err))
         return engine_fail(e, out, e->err.status);
-    if (JEV_OK != backend_new(e))
+    if (ops) { /* the caller's backend (jev_engine_init_on) */
+        e->ops = ops;
+        e->be = be;
+        e->be_borrowed = true;
+    } else if (JEV_OK != backend_new(e)) {
         return engine_fail(e, out, e->err.status);
+    }
     if (jev_profile_requested()) /* JEV_PROFILE=1: time every op (backend/profile.h) */
         e->ops = jev_profile_wrap(e->ops);
     /* the backend's copy of the weights (the model's own for the CPU), before any activation */
@@ -122,6 +127,21 @@ enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine
     return JEV_OK;
 }
 
+enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
+                                struct jev_engine **out) {
+    return engine_init(model, params, NULL, NULL, out);
+}
+
+enum jev_status jev_engine_init_on(struct jev_model *model, const struct jev_engine_params *params,
+                                   const struct jev_ops *ops, struct jev_backend *be, struct jev_engine **out) {
+    if (!ops || !be) {
+        if (out)
+            *out = NULL;
+        return JEV_ERR_INVALID_ARG;
+    }
+    return engine_init(model, params, ops, be, out);
+}
+
 /* Frees in reverse order; safe on a half-built engine and on NULL. The model is not touched. */
 void jev_engine_free(struct jev_engine *e) {
     if (!e)
@@ -131,7 +151,8 @@ void jev_engine_free(struct jev_engine *e) {
     jev_lm_free(&e->lm);
     jev_state_free(&e->state);
     jev_weights_mirror_free(&e->weights);
-    backend_free(e);
+    if (!e->be_borrowed)
+        backend_free(e);
     jev_pool_free(e->pool);
     free(e);
 }

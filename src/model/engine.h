@@ -42,7 +42,14 @@ struct jev_engine {
     struct jev_state state;            /* sequences: K/V page pool + linear states */
     struct jev_lm lm;                  /* language model forward and its activations */
     struct jev_error err;              /* last failure (jev_engine_last_error) */
+    bool be_borrowed;                  /* be belongs to the caller (jev_engine_init_on) */
 };
+
+/* jev_engine_init over the caller's backend instance and op table (neither owned; be must
+ * outlive the engine). For tests: tests/test-staging.c runs the device code paths (uploads,
+ * downloads, the weights mirror) on the CPU ops behind separate "device" memory. */
+enum jev_status jev_engine_init_on(struct jev_model *model, const struct jev_engine_params *params,
+                                   const struct jev_ops *ops, struct jev_backend *be, struct jev_engine **out);
 
 /* Records a failure from an internal call as the engine's last error; returns its status. */
 enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_error *err);
