@@ -1,0 +1,290 @@
+/*
+ * cuda-attention.cu - softmax attention on the GPU: the LM's causal GQA attention over K/V spans
+ * and the vision tower's bidirectional attention.
+ *
+ * LM (jev_cuda_attention, as jev_cpu_attention in backend/cpu/cpu-lm.c): the host run and span
+ * descriptors are flattened into two tables (runs with their first query index and first span;
+ * spans with their device K/V pointers) and staged to the device. One block per (query row,
+ * query head): the query is kept in registers (head_dim / 32 values per lane, head_dim <= 256),
+ * each of the block's warps takes every ATT_WARPS-th key of each span, dots it with the query
+ * (lanes over the dims, shuffle reduction) and folds it into its own online softmax (running
+ * max m, sum l and weighted values, rescaled by expf(m_old - m_new) when the max grows). The
+ * warps' partial results are merged at the end in shared memory and divided by the total sum.
+ * Mathematically this is the CPU's two-pass softmax (scores * scale, max-subtracted expf, weights
+ * . V); only the f32 rounding order differs. No score matrix goes to global memory, and any
+ * number of keys fits.
+ *
+ * Vision (jev_cuda_vision_attention, as jev_cpu_vision_attention in backend/cpu/cpu-vision.c):
+ * three steps per block of queries, all heads at once: S = Q K^T * scale with a cuBLAS
+ * strided-batched sgemm over heads into the backend's scratch [H][queries][n], a row softmax
+ * kernel (max-subtracted expf, divided by the row sum), then O = P V with a second strided-batched
+ * sgemm straight into out. Queries are split into blocks so that the scores stay below
+ * VIS_SCORE_BYTES (a single block up to ~5800 patches at 16 heads).
+ *
+ * Row-major through column-major cuBLAS (see cuda-matmul.cu): the row-major [a][b] array is the
+ * column-major b x a matrix. With dim = H*hd and ld = 3*dim, head h's Q, K and V rows start at
+ * qkv + h*hd, qkv + dim + h*hd, qkv + 2*dim + h*hd (batch stride hd). S (row-major [qb][n]) is
+ * S^T (n x qb) = K Q^T = op_T(K^T) . Q^T: sgemm(OP_T, OP_N, m = n, n = qb, k = hd, A = K, lda = ld,
+ * B = Q, ldb = ld, C = S, ldc = n). O (row-major [qb][hd] inside out, ld dim) is O^T (hd x qb) =
+ * V^T P^T: sgemm(OP_N, OP_N, m = hd, n = qb, k = n, A = V, lda = ld, B = P, ldb = n, C = out,
+ * ldc = dim). The scale is the sgemm's alpha: alpha * (q . k), one rounding as the CPU's s * scale.
+ */
+extern "C" {
+#include "base/error.h" // defines: JEV_ASSERT (a C header without its own extern "C")
+}
+#include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_work
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define ATT_WARPS 8                       /* LM attention: warps per (query row, head) block */
+#define ATT_MAX_DH 256                    /* LM attention: largest head_dim (8 values per lane) */
+#define VIS_SCORE_BYTES ((size_t)512 << 20) /* vision attention: score scratch per query block */
+#define VIS_SOFTMAX_THREADS 256
+
+/* ---- LM attention ---- */
+
+/* One run as the kernel sees it. */
+struct att_run {
+    int64_t row0;    /* first batch row */
+    int32_t n;       /* query rows */
+    int32_t n_past;  /* query i sees keys 0..n_past+i */
+    int32_t q0;      /* index of the run's first query among all runs' queries (blockIdx.x) */
+    int32_t span0;   /* first entry of the span table */
+    int32_t n_spans; /* entries */
+    int32_t pad;
+};
+
+/* One K/V span (device rows of kv_dim floats). */
+struct att_span {
+    const float *k, *v;
+    int64_t n;
+};
+
+/* The sum of v over the 32 lanes of a warp, in every lane. */
+__device__ static inline float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/*
+ * grid (queries, n_heads), ATT_WARPS warps. DPL = dims per lane (head_dim <= 32 * DPL): lane
+ * `lane` holds dims lane, lane + 32, ... of the query and of its share of the output.
+ */
+template <int DPL>
+static __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_kernel(const float *__restrict__ q, const struct att_run *__restrict__ runs, int32_t n_runs,
+                const struct att_span *__restrict__ spans, int32_t n_heads, int32_t n_kv_heads, int32_t dh,
+                float scale, float *__restrict__ o) {
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
+    __shared__ float sm_acc[ATT_WARPS][32 * DPL];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int32_t qi = (int32_t)blockIdx.x, h = (int32_t)blockIdx.y;
+
+    /* the run holding query qi: the last one whose q0 <= qi (runs of no rows share q0 with the next) */
+    int32_t lo = 0, hi = n_runs - 1;
+    while (lo < hi) {
+        int32_t mid = (lo + hi + 1) / 2;
+        if (runs[mid].q0 <= qi)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    const struct att_run run = runs[lo];
+    const int32_t i = qi - run.q0;
+    const int64_t row = run.row0 + i;
+    const int64_t n_keys = (int64_t)run.n_past + i + 1;
+    const int32_t kvh = h / (n_heads / n_kv_heads);
+    const int64_t kv_dim = (int64_t)n_kv_heads * dh;
+
+    float qr[DPL], acc[DPL];
+    const float *qv = q + (row * n_heads + h) * dh;
+#pragma unroll
+    for (int t = 0; t < DPL; t++) {
+        int d = lane + 32 * t;
+        qr[t] = d < dh ? qv[d] : 0.0f;
+        acc[t] = 0.0f;
+    }
+    float m = -INFINITY, l = 0.0f;
+
+    int64_t key0 = 0; /* first key of the span */
+    for (int32_t sp = 0; sp < run.n_spans && key0 < n_keys; sp++) {
+        const struct att_span span = spans[run.span0 + sp];
+        int64_t cnt = span.n < n_keys - key0 ? span.n : n_keys - key0;
+        for (int64_t r = warp; r < cnt; r += ATT_WARPS) {
+            const float *kp = span.k + r * kv_dim + (int64_t)kvh * dh;
+            const float *vp = span.v + r * kv_dim + (int64_t)kvh * dh;
+            float dot = 0.0f;
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                int d = lane + 32 * t;
+                if (d < dh)
+                    dot += qr[t] * kp[d];
+            }
+            float s = warp_sum(dot) * scale;
+            if (s > m) { /* a new max: rescale what was summed so far (nothing when m was -inf) */
+                float corr = m == -INFINITY ? 0.0f : expf(m - s);
+                l *= corr;
+#pragma unroll
+                for (int t = 0; t < DPL; t++)
+                    acc[t] *= corr;
+                m = s;
+            }
+            float p = expf(s - m);
+            l += p;
+#pragma unroll
+            for (int t = 0; t < DPL; t++) {
+                int d = lane + 32 * t;
+                if (d < dh)
+                    acc[t] += p * vp[d];
+            }
+        }
+        key0 += span.n;
+    }
+
+    /* merge the warps: o = sum_w acc_w * e^(m_w - M) / sum_w l_w * e^(m_w - M) */
+    if (lane == 0) {
+        sm_m[warp] = m;
+        sm_l[warp] = l;
+    }
+#pragma unroll
+    for (int t = 0; t < DPL; t++)
+        sm_acc[warp][lane + 32 * t] = acc[t];
+    __syncthreads();
+    if (threadIdx.x < dh) {
+        float mx = -INFINITY;
+        for (int w = 0; w < ATT_WARPS; w++)
+            mx = fmaxf(mx, sm_m[w]);
+        float sum = 0.0f, out = 0.0f;
+        for (int w = 0; w < ATT_WARPS; w++) {
+            if (sm_m[w] == -INFINITY) /* a warp that saw no key */
+                continue;
+            float f = expf(sm_m[w] - mx);
+            sum += sm_l[w] * f;
+            out += sm_acc[w][threadIdx.x] * f;
+        }
+        o[(row * n_heads + h) * dh + threadIdx.x] = out / sum;
+    }
+}
+
+void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
+                        const struct jev_attn_run *runs, int32_t n_runs, float *o) {
+    if (n_runs <= 0)
+        return;
+    JEV_ASSERT(s->head_dim > 0 && s->head_dim <= ATT_MAX_DH);
+    JEV_ASSERT(s->n_kv_heads > 0 && s->n_heads % s->n_kv_heads == 0);
+    int64_t n_queries = 0, n_spans = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        n_queries += runs[r].n;
+        n_spans += runs[r].n_spans;
+    }
+    if (n_queries == 0)
+        return;
+    JEV_ASSERT(n_queries <= INT32_MAX && n_spans <= INT32_MAX);
+
+    /* the flattened tables, built on the host and staged (the stage copies them before they are freed) */
+    size_t run_bytes = (size_t)n_runs * sizeof(struct att_run), span_bytes = (size_t)n_spans * sizeof(struct att_span);
+    struct att_run *hr = (struct att_run *)malloc(run_bytes);
+    struct att_span *hs = (struct att_span *)malloc(span_bytes > 0 ? span_bytes : 1);
+    JEV_ASSERT(hr != NULL && hs != NULL);
+    int32_t q0 = 0, span0 = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        hr[r] = {runs[r].row0, runs[r].n, runs[r].n_past, q0, span0, runs[r].n_spans, 0};
+        for (int32_t sp = 0; sp < runs[r].n_spans; sp++)
+            hs[span0 + sp] = {runs[r].spans[sp].k, runs[r].spans[sp].v, runs[r].spans[sp].n};
+        q0 += runs[r].n;
+        span0 += runs[r].n_spans;
+    }
+    jev_cuda_stage_reset(be);
+    const struct att_run *dr = (const struct att_run *)jev_cuda_stage(be, hr, run_bytes);
+    const struct att_span *ds = (const struct att_span *)jev_cuda_stage(be, hs, span_bytes > 0 ? span_bytes : 1);
+    free(hr);
+    free(hs);
+
+    dim3 grid((unsigned)n_queries, (unsigned)s->n_heads);
+    if (s->head_dim <= 64)
+        attn_kernel<2><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+                                                                s->head_dim, s->scale, o);
+    else if (s->head_dim <= 128)
+        attn_kernel<4><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+                                                                s->head_dim, s->scale, o);
+    else
+        attn_kernel<8><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+                                                                s->head_dim, s->scale, o);
+    jev_cuda_check(be, cudaGetLastError(), "attention");
+}
+
+/* ---- vision attention ---- */
+
+/* The max (is_max) or the sum of v over the block, in every thread; red holds 32 floats. */
+__device__ static float block_reduce(float v, bool is_max, float *red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = (blockDim.x + 31) >> 5;
+    for (int off = 16; off > 0; off >>= 1) {
+        float o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = is_max ? fmaxf(v, o) : v + o;
+    }
+    __syncthreads(); /* red may still be read by a previous call */
+    if (lane == 0)
+        red[warp] = v;
+    __syncthreads();
+    float r = red[0];
+    for (int w = 1; w < n_warps; w++)
+        r = is_max ? fmaxf(r, red[w]) : r + red[w];
+    return r;
+}
+
+/* Row softmax in place, one block per row of n: p = expf(s - max) / sum. */
+static __global__ void __launch_bounds__(VIS_SOFTMAX_THREADS)
+    softmax_rows_kernel(float *__restrict__ s, int64_t n) {
+    __shared__ float red[32];
+    float *row = s + (int64_t)blockIdx.x * n;
+    float mx = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        mx = fmaxf(mx, row[j]);
+    mx = block_reduce(mx, true, red);
+    float sum = 0.0f;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+        float e = expf(row[j] - mx);
+        row[j] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, false, red);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+        row[j] = row[j] / sum;
+}
+
+void jev_cuda_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
+                               float scale, float *out) {
+    if (n <= 0 || n_heads <= 0)
+        return;
+    const int64_t dim = (int64_t)n_heads * head_dim, ld = 3 * dim;
+    JEV_ASSERT(n <= INT32_MAX && ld <= INT32_MAX);
+    /* queries per block: all of them unless [H][qb][n] scores would pass VIS_SCORE_BYTES */
+    int64_t qb = (int64_t)(VIS_SCORE_BYTES / sizeof(float)) / ((int64_t)n_heads * n);
+    if (qb < 1)
+        qb = 1;
+    if (qb > n)
+        qb = n;
+    float *sc = jev_cuda_work(be, (size_t)n_heads * (size_t)qb * (size_t)n * sizeof(float));
+    const float one = 1.0f, zero = 0.0f;
+    for (int64_t q0 = 0; q0 < n; q0 += qb) {
+        int64_t nq = n - q0 < qb ? n - q0 : qb;
+        const float *qp = qkv + q0 * ld, *kp = qkv + dim, *vp = qkv + 2 * dim;
+        /* S^T (n x nq per head) = op_T(K^T) . Q^T, scaled */
+        cublasStatus_t st = cublasSgemmStridedBatched(
+            be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)nq, head_dim, &scale, kp, (int)ld, head_dim, qp, (int)ld,
+            head_dim, &zero, sc, (int)n, nq * n, n_heads);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            jev_cuda_check(be, cudaErrorUnknown, "cublasSgemmStridedBatched (vision attention scores)");
+        softmax_rows_kernel<<<(unsigned)(n_heads * nq), VIS_SOFTMAX_THREADS, 0, be->stream>>>(sc, n);
+        jev_cuda_check(be, cudaGetLastError(), "vision attention (softmax)");
+        /* O^T (hd x nq per head, ld dim) = V^T . P^T */
+        st = cublasSgemmStridedBatched(be->blas, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, (int)nq, (int)n, &one, vp,
+                                       (int)ld, head_dim, sc, (int)n, nq * n, &zero, out + q0 * dim, (int)dim,
+                                       head_dim, n_heads);
+        if (st != CUBLAS_STATUS_SUCCESS)
+            jev_cuda_check(be, cudaErrorUnknown, "cublasSgemmStridedBatched (vision attention values)");
+    }
+}

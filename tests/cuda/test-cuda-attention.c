@@ -1,0 +1,190 @@
+/*
+ * test-cuda-attention.c - CUDA attention against the CPU backend (NMSE <= 1e-7).
+ *
+ * - attention (LM, causal GQA over K/V spans): the K/V rows of every case live in one pool,
+ *   uploaded once; the CPU gets span arrays pointing at the host pool, CUDA the same spans
+ *   pointing at the device pool (span descriptors are host memory for both). Cases: several runs
+ *   with n_past 0 and > 0 and spans of uneven sizes (17, 5, 1, 30, 9 rows, cut anywhere); the
+ *   decision path (65 runs of 1..10 rows after one shared 530-key prefix held in two spans);
+ *   a 500-row prefill; one decode row after 700 keys. Shapes: 8 query heads over 2 K/V heads with
+ *   head_dim 256 and 64, and 4 over 2 with 96, 3 over 3 with 16 (dims that leave lanes idle).
+ * - vision_attention (bidirectional over all rows): n in {4, 64, 1000} with 16 heads of 64, the
+ *   benchmark image (1824 patches, 12 heads of 64), a tiny case, and 64 heads of 16 over 2100
+ *   rows, whose scores exceed the kernel's scratch bound so that queries go in several blocks.
+ */
+#include "cuda-test.h" // defines: ct_setup, ct_up, ct_check, jev_cpu_ops, jev_cuda_ops
+
+#define MAX_RUNS 80
+#define MAX_SPANS 64 /* per run */
+
+/* ---- LM attention ---- */
+
+/* A set of runs over a pool of K/V rows; spans are (first pool row, rows). */
+struct acase {
+    int32_t n_runs;
+    int32_t past[MAX_RUNS], len[MAX_RUNS], n_sp[MAX_RUNS];
+    int64_t sp_off[MAX_RUNS][MAX_SPANS];
+    int32_t sp_n[MAX_RUNS][MAX_SPANS];
+    int64_t pool_rows;
+};
+
+static void add_span(struct acase *c, int32_t r, int64_t off, int32_t n) {
+    assert_true(c->n_sp[r] < MAX_SPANS);
+    c->sp_off[r][c->n_sp[r]] = off;
+    c->sp_n[r][c->n_sp[r]] = n;
+    c->n_sp[r]++;
+}
+
+/* A run with its own n_past + len keys, cut into spans of the sizes cuts[0], cuts[1], ... (cycled). */
+static void run_fresh(struct acase *c, int32_t past, int32_t len, const int32_t *cuts, int n_cuts) {
+    assert_true(c->n_runs < MAX_RUNS);
+    int32_t r = c->n_runs++, total = past + len;
+    c->past[r] = past;
+    c->len[r] = len;
+    c->n_sp[r] = 0;
+    for (int32_t at = 0, k = 0; at < total; k++) {
+        int32_t sz = cuts[k % n_cuts] < total - at ? cuts[k % n_cuts] : total - at;
+        add_span(c, r, c->pool_rows + at, sz);
+        at += sz;
+    }
+    c->pool_rows += total;
+}
+
+/* Runs the case on both backends and compares the outputs. */
+static void attention_case(const char *name, const struct acase *c, int32_t hq, int32_t hkv, int32_t dh) {
+    int32_t kv_dim = hkv * dh;
+    struct jev_attn_shape s = {hq, hkv, dh, 1.0f / sqrtf((float)dh)};
+    int64_t rows = 0;
+    for (int32_t r = 0; r < c->n_runs; r++)
+        rows += c->len[r];
+    int64_t nq = rows * hq * dh, nkv = c->pool_rows * kv_dim;
+    float *q = ct_host(nq), *k = ct_host(nkv), *v = ct_host(nkv), *o = ct_host(nq);
+    ct_fill(q, nq, 5, 0.5f);
+    ct_fill(k, nkv, 50, 0.7f);
+    ct_fill(v, nkv, 77, 0.9f);
+    float *dq = ct_up(q, nq), *dk = ct_up(k, nkv), *dv = ct_up(v, nkv), *dout = ct_up(NULL, nq);
+
+    static struct jev_kv_span hs[MAX_RUNS][MAX_SPANS], ds[MAX_RUNS][MAX_SPANS];
+    struct jev_attn_run hr[MAX_RUNS], dr[MAX_RUNS];
+    int64_t row0 = 0;
+    for (int32_t r = 0; r < c->n_runs; r++) {
+        for (int32_t sp = 0; sp < c->n_sp[r]; sp++) {
+            int64_t off = c->sp_off[r][sp] * kv_dim;
+            hs[r][sp] = (struct jev_kv_span){k + off, v + off, c->sp_n[r][sp]};
+            ds[r][sp] = (struct jev_kv_span){dk + off, dv + off, c->sp_n[r][sp]};
+        }
+        hr[r] = (struct jev_attn_run){row0, c->len[r], c->past[r], hs[r], c->n_sp[r]};
+        dr[r] = (struct jev_attn_run){row0, c->len[r], c->past[r], ds[r], c->n_sp[r]};
+        row0 += c->len[r];
+    }
+    jev_cpu_ops.attention(ct_cpu, &s, q, hr, c->n_runs, o);
+    jev_cuda_ops.attention(ct_gpu, &s, dq, dr, c->n_runs, dout);
+
+    char what[128];
+    snprintf(what, sizeof what, "attention %s Hq %d Hkv %d dh %d (%d runs, %lld rows)", name, hq, hkv, dh,
+             c->n_runs, (long long)rows);
+    float *got = ct_down(dout, nq);
+    printf("  %-72s NMSE %.3g\n", what, ct_nmse(o, got, nq));
+    ct_check(what, o, got, nq, CT_NMSE_F32);
+    free(got);
+    ct_free(dq);
+    ct_free(dk);
+    ct_free(dv);
+    ct_free(dout);
+    free(q);
+    free(k);
+    free(v);
+    free(o);
+}
+
+static const int32_t shapes[4][3] = {{8, 2, 256}, {8, 2, 64}, {4, 2, 96}, {3, 3, 16}};
+
+static void test_attention_spans(void **state) {
+    (void)state;
+    static struct acase c;
+    memset(&c, 0, sizeof c);
+    const int32_t cuts[5] = {17, 5, 1, 30, 9};
+    const int32_t past[5] = {0, 70, 33, 0, 129}, len[5] = {5, 1, 40, 1, 7};
+    for (int r = 0; r < 5; r++)
+        run_fresh(&c, past[r], len[r], cuts, 5);
+    for (int sh = 0; sh < 4; sh++)
+        attention_case("uneven spans", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+}
+
+/* The decision path: one 530-key prompt prefix (two spans) shared by 65 runs of 1..10 own rows. */
+static void test_attention_shared_prefix(void **state) {
+    (void)state;
+    static struct acase c;
+    memset(&c, 0, sizeof c);
+    const int32_t prefix = 530, cut = 512;
+    c.pool_rows = prefix;
+    for (int32_t r = 0; r < 65; r++) {
+        int32_t len = 1 + (r * 3) % 10;
+        c.n_runs++;
+        c.past[r] = prefix;
+        c.len[r] = len;
+        add_span(&c, r, 0, cut);
+        add_span(&c, r, cut, prefix - cut);
+        add_span(&c, r, c.pool_rows, len);
+        c.pool_rows += len;
+    }
+    for (int sh = 0; sh < 2; sh++)
+        attention_case("shared prefix", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+}
+
+static void test_attention_prefill_decode(void **state) {
+    (void)state;
+    static struct acase c;
+    memset(&c, 0, sizeof c);
+    const int32_t whole[1] = {500};
+    run_fresh(&c, 0, 500, whole, 1);
+    for (int sh = 0; sh < 2; sh++)
+        attention_case("prefill", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+    memset(&c, 0, sizeof c);
+    const int32_t pages[3] = {256, 256, 189};
+    run_fresh(&c, 700, 1, pages, 3);
+    for (int sh = 0; sh < 4; sh++)
+        attention_case("decode", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+}
+
+/* ---- vision attention ---- */
+
+static void vision_case(int64_t n, int32_t heads, int32_t hd) {
+    int64_t dim = (int64_t)heads * hd, nqkv = n * 3 * dim, no = n * dim;
+    float *qkv = ct_host(nqkv), *o = ct_host(no);
+    ct_fill(qkv, nqkv, 3, 0.5f);
+    float scale = 1.0f / sqrtf((float)hd);
+    jev_cpu_ops.vision_attention(ct_cpu, qkv, n, heads, hd, scale, o);
+    float *dqkv = ct_up(qkv, nqkv), *dout = ct_up(NULL, no);
+    jev_cuda_ops.vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
+    char what[96];
+    snprintf(what, sizeof what, "vision_attention n %lld H %d hd %d", (long long)n, heads, hd);
+    float *got = ct_down(dout, no);
+    printf("  %-72s NMSE %.3g\n", what, ct_nmse(o, got, no));
+    ct_check(what, o, got, no, CT_NMSE_F32);
+    free(got);
+    ct_free(dqkv);
+    ct_free(dout);
+    free(qkv);
+    free(o);
+}
+
+static void test_vision_attention(void **state) {
+    (void)state;
+    vision_case(3, 2, 16);
+    vision_case(4, 16, 64);
+    vision_case(64, 16, 64);
+    vision_case(1000, 16, 64);
+    vision_case(1824, 12, 64);
+    vision_case(2100, 64, 16); /* 1.1 GB of scores: several query blocks */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_attention_spans),
+        cmocka_unit_test(test_attention_shared_prefix),
+        cmocka_unit_test(test_attention_prefill_decode),
+        cmocka_unit_test(test_vision_attention),
+    };
+    return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
+}
