@@ -56,7 +56,7 @@ TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests
+.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests cuda-build
 all: $(BUILD)/jev $(TEST_BIN)
 
 $(BUILD)/%.o: %.c
@@ -96,8 +96,15 @@ $(BUILD)/tests-cuda/%: $(BUILD)/tests/cuda/%.o $(BUILD)/libjev.a
 setup:
 	@bash scripts/setup.sh
 
-test: setup all
+# The CUDA backend is compiled and linked on every test run (nvcc is on the development and CI
+# machines; no GPU there, so its parity tests run on the GPU machine: scripts/device/cuda-check.sh).
+test: setup all cuda-build
 	@bash tests/run.sh $(BUILD)
+
+cuda-build:
+	@test -x $(NVCC) || { echo "make test: $(NVCC) not found: the CUDA backend must compile (CUDA_DIR=...)"; exit 1; }
+	@$(MAKE) --no-print-directory CUDA=1 BUILD=build-cuda build-cuda/jev cuda-tests
+	@echo "cuda-build: the CUDA backend, jev and the CUDA parity tests compile and link (build-cuda/)"
 
 test-asan:
 	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
