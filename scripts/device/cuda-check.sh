@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# scripts/device/cuda-check.sh - the CUDA backend's build-check-measure cycle on the GPU machine.
+#
+# What it is: one device command's worth of checks for `make CUDA=1` builds carried from the
+# development machine (which has nvcc but no GPU): the op parity tests against the CPU backend
+# (tests/cuda/), the engine end to end (the same decisions on the CPU and on the GPU, full-size
+# synthetic model), the op profile on the GPU, and `jev bench --backend cuda` beside the
+# transformers GPU peer's committed record (distributions compared, ratios in the report).
+#
+# Build here first (the GPU machine has another distribution; see docs/backends.md):
+#   make PORTABLE=1 CUDA=1 BUILD=build-portable-cuda build-portable-cuda/jev cuda-tests
+#   bash scripts/device/cuda-check.sh pack      # -> .carry-cuda/ (gitignored), then carry it
+# On the GPU machine, from the repository root:
+#   bash scripts/device/cuda-check.sh unpack tests agree profile bench report
+#
+# Steps: pack (dev machine) | unpack tests agree profile bench report
+# Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
+# PEER_RECORD (the transformers GPU f32 record to set beside jev; default the committed run 3),
+# MODEL (a model directory to use instead of synthesizing one).
+# Files back in $OUT: tests.txt, agree.txt, profile.txt, jev-cuda.json, report.md, report.svg,
+# compare.txt, log.txt.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+WORK=${WORK:-/tmp/jev-cuda}
+OUT=${OUT:-$WORK/out}
+COUNTS=${COUNTS:-1 4 16 64}
+REPEATS=${REPEATS:-3}
+PEER_RECORD=${PEER_RECORD:-bench/results/2026-12-01-h200-vm-16core-run3/peer-cuda-f32.json}
+BIN=$WORK/bin
+JEV=$BIN/jev
+MODEL=${MODEL:-$WORK/model}
+mkdir -p "$WORK" "$OUT"
+
+log() { printf '[cuda-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$OUT/log.txt" >&2; }
+die() { log "error: $*"; exit 1; }
+
+step_pack() {
+    local b=build-portable-cuda
+    [ -x $b/jev ] || die "$b/jev: build it first (make PORTABLE=1 CUDA=1 BUILD=$b $b/jev cuda-tests)"
+    rm -rf .carry-cuda && mkdir -p .carry-cuda
+    strip -o .carry-cuda/jev $b/jev
+    for t in $b/tests-cuda/test-*; do strip -o ".carry-cuda/${t##*/}" "$t"; done
+    gzip .carry-cuda/jev .carry-cuda/test-*
+    cp -L /usr/lib/x86_64-linux-gnu/libspng.so.0 .carry-cuda/
+    cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .carry-cuda/
+    git rev-parse HEAD > .carry-cuda/COMMIT
+    log "packed .carry-cuda: $(ls .carry-cuda | tr '\n' ' ')(carry it with .cache/tokenizer-qwen3)"
+}
+
+step_unpack() {
+    [ -d .carry-cuda ] || die ".carry-cuda: not carried"
+    mkdir -p "$BIN"
+    for f in .carry-cuda/*.gz; do local n=${f##*/}; gunzip -c "$f" > "$BIN/${n%.gz}"; chmod +x "$BIN/${n%.gz}"; done
+    cp .carry-cuda/*.so.* "$BIN/"
+    if ldd "$JEV" | grep -q 'not found'; then die "missing libraries: $(ldd "$JEV" | grep 'not found' | tr '\n' ';')"; fi
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/log.txt"
+    if [ ! -f "$MODEL/config.json" ]; then
+        "$JEV" synth --config configs/qwen3.5-0.8b.json --seed 1 --layout mlx4 --out "$MODEL" --force | tail -1
+    fi
+}
+
+# every parity binary; a failure is reported and the later steps still run
+step_tests() {
+    : > "$OUT/tests.txt"
+    local t rc all=0
+    for t in "$BIN"/test-cuda-*; do
+        rc=0
+        (cd "$PWD" && LD_LIBRARY_PATH=$BIN "$t") >> "$OUT/tests.txt" 2>&1 || rc=$?
+        log "${t##*/}: exit $rc"
+        [ $rc -eq 0 ] || all=1
+    done
+    grep -E '^\[  (PASSED|FAILED)  \]|ERROR|FAILED' "$OUT/tests.txt" | tee -a "$OUT/log.txt" || true
+    return 0
+}
+
+# the same 8 questions through the CPU and the CUDA engine: the largest probability difference
+step_agree() {
+    local q=(--model "$MODEL" --workload bench/dog-workload.json --decisions 8 --json)
+    "$JEV" decide "${q[@]}" --backend cpu > "$WORK/cpu.json"
+    "$JEV" decide "${q[@]}" --backend cuda > "$WORK/cuda.json"
+    python3 - "$WORK/cpu.json" "$WORK/cuda.json" <<'PY' | tee "$OUT/agree.txt" | tee -a "$OUT/log.txt"
+import json, sys
+a, b = (json.load(open(p))["answers"] for p in sys.argv[1:3])
+worst, same = 0.0, True
+for k, x in a.items():
+    y = b[k]
+    for key in ("probabilities",):
+        if key in x:
+            for o, p in x[key].items():
+                worst = max(worst, abs(p - y[key][o]))
+    for key in ("noul", "score"):
+        if key in x:
+            worst = max(worst, abs(x[key] - y[key]))
+    same = same and x.get("choice", x.get("noul")) == y.get("choice", y.get("noul"))
+print(f"cpu vs cuda, 8 questions: max probability delta {worst:.3g}, same answers: {same}")
+PY
+}
+
+step_profile() {
+    JEV_PROFILE=1 "$JEV" decide --model "$MODEL" --workload bench/dog-workload.json --decisions 8 --backend cuda \
+        2>&1 | grep -v '^q0' | tee "$OUT/profile.txt" | tee -a "$OUT/log.txt"
+}
+
+step_bench() {
+    # shellcheck disable=SC2086 # COUNTS is a list of words
+    "$JEV" bench --model "$MODEL" --backend cuda --counts $COUNTS --repeats "$REPEATS" \
+        --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda.json" 2>&1 | tail -20 | tee -a "$OUT/log.txt"
+    if [ -f "$PEER_RECORD" ]; then
+        python3 bench/peers/transformers.py --record "$PEER_RECORD" --compare-with "$OUT/jev-cuda.json" \
+            > "$OUT/compare.txt" 2>&1 || true
+        tee -a "$OUT/log.txt" < "$OUT/compare.txt"
+    fi
+}
+
+step_report() {
+    local files=("$OUT/jev-cuda.json")
+    [ -f "$PEER_RECORD" ] && files+=("$PEER_RECORD")
+    "$JEV" report "${files[@]}" --output "$OUT/report.md" --svg "$OUT/report.svg" | tee -a "$OUT/log.txt"
+}
+
+[ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
+for s in "$@"; do
+    case $s in
+    pack | unpack | tests | agree | profile | bench | report) log "step $s"; "step_$s" ;;
+    *) die "unknown step '$s' (pack unpack tests agree profile bench report)" ;;
+    esac
+done
