@@ -102,6 +102,10 @@ struct jev_ops {
      * launch error; err names the op and the CUDA error). Ops cannot fail one by one (they are
      * queued), so the model layer asks here after each forward. NULL: the backend cannot fail. */
     enum jev_status (*status)(struct jev_backend *be, struct jev_error *err);
+    /* Device memory the backend holds: bytes now and the peak since the last reset_peak
+     * (weights mirror, activations, states, scratch). NULL for the CPU, whose figure comes from
+     * the arenas (decide/pipeline.c). */
+    void (*memory)(struct jev_backend *be, int64_t *now, int64_t *peak, bool reset_peak);
 
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */
@@ -181,6 +185,10 @@ struct jev_ops {
 extern const struct jev_ops jev_cuda_ops;
 enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
 void jev_cuda_backend_free(struct jev_backend *be);
+/* The device's name, the NVIDIA driver version (as nvidia-smi prints it; "CUDA driver X.Y" when
+ * the kernel module's version is not readable) and its memory, for the benchmark's environment. */
+void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
+                           int64_t *memory_bytes);
 #endif
 
 /* The CPU backend: its op table and instance (backend/cpu/cpu.c). */

@@ -210,6 +210,7 @@ bool jev_profile_requested(void) {
 
 const struct jev_ops *jev_profile_wrap(const struct jev_ops *ops) {
     inner = ops;
+    profiled.name = ops->name; /* records and messages name the backend that ran */
     profiled.host_memory = ops->host_memory;
     profiled.alloc = ops->alloc;
     profiled.free = ops->free;
@@ -220,6 +221,7 @@ const struct jev_ops *jev_profile_wrap(const struct jev_ops *ops) {
     profiled.matrix_mirror = ops->matrix_mirror;
     profiled.matrix_release = ops->matrix_release;
     profiled.status = ops->status;
+    profiled.memory = ops->memory;
     return &profiled;
 }
 

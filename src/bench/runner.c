@@ -312,7 +312,7 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
     s.lm_forwards = st->lm_forwards;
     s.vision_forwards = st->vision_forwards;
     s.peak_bytes = st->peak_bytes;
-    s.peak_where = "cpu";
+    s.peak_where = st->peak_where ? st->peak_where : "cpu";
     s.valid = res->valid;
     s.output = res->generated ? (res->gen.raw ? res->gen.raw : "") : NULL;
     int32_t n = r->n_questions;
@@ -405,6 +405,15 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.threads = jev_pool_size(b->engine->pool);
     env.backend = b->engine->ops->host_memory ? "cpu" : "cuda";
     env.gpu_memory_bytes = JEV_BENCH_NONE;
+#ifdef JEV_HAVE_CUDA
+    char gpu_name[256], gpu_driver[64];
+    if (!b->engine->ops->host_memory) {
+        jev_cuda_backend_info(b->engine->be, gpu_name, sizeof gpu_name, gpu_driver, sizeof gpu_driver,
+                              &env.gpu_memory_bytes);
+        env.gpu_name = gpu_name;
+        env.gpu_driver = gpu_driver;
+    }
+#endif
     env.cpu_cores = JEV_BENCH_NONE;
     jev_bench_env_detect(&env, &host);
     struct jev_bench_settings set = {.n_counts = o->n_counts, .counts = o->counts, .repeats = o->repeats,

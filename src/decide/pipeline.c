@@ -239,6 +239,8 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
     struct jev_engine *e = d->engine;
     int64_t f0 = e->lm.n_forwards, t0_tok = e->lm.n_tokens, rows0 = e->lm.n_logit_rows;
     int64_t v0 = d->has_vision ? d->vision.n_forwards : 0;
+    if (e->ops->memory) /* a device backend counts its own bytes: the call's peak starts from now */
+        e->ops->memory(e->be, NULL, NULL, true);
     enum jev_status s = jev_answers_init(&out->answers, r, err);
     if (s == JEV_OK)
         s = prepare(q, true, true);
@@ -263,6 +265,11 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
     st->peak_seqs = q->peak_seqs;
     st->peak_bytes = (int64_t)e->lm.arena.cap + (q->has_image ? (int64_t)d->vision.arena.cap : 0) +
                      (int64_t)q->arena.peak + q->image_bytes + q->peak_dyn;
+    st->peak_where = "cpu";
+    if (e->ops->memory) { /* device memory, weights mirror included (as torch.cuda.max_memory_allocated) */
+        e->ops->memory(e->be, NULL, &st->peak_bytes, false);
+        st->peak_where = e->ops->name;
+    }
     if (q->p.path != JEV_DECIDE_GENERATE) {
         out->valid = s == JEV_OK;
         out->usage.input_tokens = st->lm_tokens;

@@ -113,6 +113,7 @@ struct jev_decide_stats {
     int32_t output_tokens;   /* generate: new tokens produced (EOS not counted) */
     int32_t forks;           /* sequence forks made */
     int64_t peak_bytes;      /* peak live bytes of the engine during the call */
+    const char *peak_where;  /* where those bytes live: "cpu", or the device backend's name ("cuda") */
     int32_t peak_seqs;       /* most sequences alive at once */
     int32_t image_width;     /* original pixels (0 without an image) */
     int32_t image_height;    /* original pixels */

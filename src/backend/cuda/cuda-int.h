@@ -52,7 +52,21 @@ struct jev_backend {
     cudaError_t first_error; /* first CUDA error seen by an op (cudaSuccess if none) */
     const char *first_error_where; /* the op that saw it */
     int n_sm;               /* multiprocessors, for grid sizing */
+    /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */
+    int64_t mem_now, mem_peak;
+    struct jev_cuda_block *blocks;
+    int32_t n_blocks, cap_blocks;
 };
+
+struct jev_cuda_block {
+    void *p;
+    size_t bytes;
+};
+
+/* cudaMalloc / cudaFree with the backend's byte count (what the benchmark reports as peak device
+ * memory). jev_cuda_malloc returns NULL when the device or the count's table is out of room. */
+void *jev_cuda_malloc(struct jev_backend *be, size_t bytes);
+void jev_cuda_free(struct jev_backend *be, void *p);
 
 /* Starts an op's use of the staging area. */
 void jev_cuda_stage_reset(struct jev_backend *be);

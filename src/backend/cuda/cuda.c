@@ -14,6 +14,7 @@
  */
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend (CUDA), the launchers
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,10 +62,10 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
         free(be);
         return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLAS on device %d: %s", device, blas_text(bs));
     }
-    if ((e = cudaMalloc((void **)&be->stage, JEV_CUDA_STAGE_BYTES)) != cudaSuccess) {
+    if (!(be->stage = jev_cuda_malloc(be, JEV_CUDA_STAGE_BYTES))) {
         jev_cuda_backend_free(be);
-        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: cannot allocate %zu staging bytes (%s)", device,
-                        (size_t)JEV_CUDA_STAGE_BYTES, cudaGetErrorString(e));
+        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: cannot allocate %zu staging bytes", device,
+                        (size_t)JEV_CUDA_STAGE_BYTES);
     }
     *out = be;
     return JEV_OK;
@@ -76,8 +77,9 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     cudaSetDevice(be->device);
     if (be->stream)
         cudaStreamSynchronize(be->stream);
-    cudaFree(be->stage);
-    cudaFree(be->work);
+    jev_cuda_free(be, be->stage);
+    jev_cuda_free(be, be->work);
+    free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
     if (be->stream)
@@ -85,11 +87,78 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     free(be);
 }
 
+void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
+                           int64_t *memory_bytes) {
+    struct cudaDeviceProp prop;
+    memset(&prop, 0, sizeof prop);
+    cudaGetDeviceProperties(&prop, be->device);
+    snprintf(name, name_size, "%s", prop.name);
+    *memory_bytes = (int64_t)prop.totalGlobalMem;
+    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." */
+    driver[0] = '\0';
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (f) {
+        char line[512];
+        if (fgets(line, sizeof line, f)) {
+            const char *k = strstr(line, "Kernel Module");
+            char version[64];
+            if (k && sscanf(k + strlen("Kernel Module"), "%63s", version) == 1)
+                snprintf(driver, driver_size, "%s", version);
+        }
+        fclose(f);
+    }
+    int v = 0;
+    if (!driver[0] && cudaDriverGetVersion(&v) == cudaSuccess)
+        snprintf(driver, driver_size, "CUDA driver %d.%d", v / 1000, (v % 1000) / 10);
+}
+
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where) {
     if (e != cudaSuccess && be->first_error == cudaSuccess) {
         be->first_error = e;
         be->first_error_where = where;
     }
+}
+
+/* ---- counted device memory ---- */
+
+void *jev_cuda_malloc(struct jev_backend *be, size_t bytes) {
+    if (be->n_blocks == be->cap_blocks) {
+        int32_t cap = be->cap_blocks ? 2 * be->cap_blocks : 256;
+        struct jev_cuda_block *b = realloc(be->blocks, (size_t)cap * sizeof *b);
+        if (!b)
+            return NULL;
+        be->blocks = b;
+        be->cap_blocks = cap;
+    }
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess)
+        return NULL;
+    be->blocks[be->n_blocks++] = (struct jev_cuda_block){p, bytes};
+    be->mem_now += (int64_t)bytes;
+    if (be->mem_now > be->mem_peak)
+        be->mem_peak = be->mem_now;
+    return p;
+}
+
+void jev_cuda_free(struct jev_backend *be, void *p) {
+    if (!p)
+        return;
+    for (int32_t i = be->n_blocks - 1; i >= 0; i--)
+        if (be->blocks[i].p == p) {
+            be->mem_now -= (int64_t)be->blocks[i].bytes;
+            be->blocks[i] = be->blocks[--be->n_blocks];
+            break;
+        }
+    cudaFree(p);
+}
+
+static void cuda_memory(struct jev_backend *be, int64_t *now, int64_t *peak, bool reset_peak) {
+    if (now)
+        *now = be->mem_now;
+    if (peak)
+        *peak = be->mem_peak;
+    if (reset_peak)
+        be->mem_peak = be->mem_now;
 }
 
 /* ---- staging and scratch ---- */
@@ -111,13 +180,13 @@ float *jev_cuda_work(struct jev_backend *be, size_t bytes) {
         return be->work;
     /* growing: queued ops may still read the old block */
     cudaStreamSynchronize(be->stream);
-    cudaFree(be->work);
+    jev_cuda_free(be, be->work);
     be->work = NULL;
     be->work_bytes = 0;
     size_t want = bytes + bytes / 4; /* headroom, so that slowly growing requests do not reallocate each time */
-    cudaError_t e = cudaMalloc((void **)&be->work, want);
-    if (e != cudaSuccess) {
-        jev_cuda_check(be, e, "scratch allocation");
+    be->work = jev_cuda_malloc(be, want);
+    if (!be->work) {
+        jev_cuda_check(be, cudaErrorMemoryAllocation, "scratch allocation");
         return NULL;
     }
     be->work_bytes = want;
@@ -127,12 +196,12 @@ float *jev_cuda_work(struct jev_backend *be, size_t bytes) {
 /* ---- memory ops ---- */
 
 static void *cuda_alloc(struct jev_backend *be, size_t bytes) {
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess)
+    void *p = jev_cuda_malloc(be, bytes);
+    if (!p)
         return NULL;
     /* cudaMalloc is 256-byte aligned; zeroing is part of the contract (fresh states start at 0) */
     if (cudaMemsetAsync(p, 0, bytes, be->stream) != cudaSuccess) {
-        cudaFree(p);
+        jev_cuda_free(be, p);
         return NULL;
     }
     return p;
@@ -142,7 +211,7 @@ static void cuda_free(struct jev_backend *be, void *p) {
     if (!p)
         return;
     cudaStreamSynchronize(be->stream);
-    cudaFree(p);
+    jev_cuda_free(be, p);
 }
 
 static void cuda_upload(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
@@ -176,14 +245,13 @@ static enum jev_status cuda_matrix_mirror(struct jev_backend *be, const struct j
                                           struct jev_matrix *mirror, struct jev_error *err) {
     memset(mirror, 0, sizeof *mirror);
     size_t bytes = (size_t)host->rows * (size_t)host->cols * sizeof(float);
-    float *dst = NULL;
-    cudaError_t e = cudaMalloc((void **)&dst, bytes > 0 ? bytes : 1);
-    if (e != cudaSuccess)
-        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: no room for %s (%d x %d f32, %zu bytes): %s", be->device,
-                        host->name ? host->name : "a matrix", host->rows, host->cols, bytes, cudaGetErrorString(e));
+    float *dst = jev_cuda_malloc(be, bytes);
+    if (!dst)
+        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: no room for %s (%d x %d f32, %zu bytes)", be->device,
+                        host->name ? host->name : "a matrix", host->rows, host->cols, bytes);
     enum jev_status s = jev_cuda_dequantize_upload(be, host, dst, err);
     if (s != JEV_OK) {
-        cudaFree(dst);
+        jev_cuda_free(be, dst);
         return s;
     }
     mirror->type = JEV_MTYPE_F32;
@@ -200,7 +268,7 @@ static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirro
         void *p;
         memcpy(&p, &mirror->data, sizeof p);
         cudaStreamSynchronize(be->stream);
-        cudaFree(p);
+        jev_cuda_free(be, p);
     }
     memset(mirror, 0, sizeof *mirror);
 }
@@ -217,6 +285,7 @@ const struct jev_ops jev_cuda_ops = {
     .matrix_mirror = cuda_matrix_mirror,
     .matrix_release = cuda_matrix_release,
     .status = cuda_status,
+    .memory = cuda_memory,
     .matmul = jev_cuda_matmul,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
