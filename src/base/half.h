@@ -10,14 +10,22 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline float jev_bf16_to_f32(uint16_t h) {
+/* The same conversions serve the CUDA kernels (the dequantizing upload of cuda-matmul.cu), so
+ * that the device's weights are the CPU's bit for bit: host and device functions under nvcc. */
+#ifdef __CUDACC__
+#define JEV_HOST_DEVICE __host__ __device__
+#else
+#define JEV_HOST_DEVICE
+#endif
+
+JEV_HOST_DEVICE static inline float jev_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, 4);
     return f;
 }
 
-static inline uint16_t jev_f32_to_bf16(float f) {
+JEV_HOST_DEVICE static inline uint16_t jev_f32_to_bf16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     if ((u & 0x7fffffffu) > 0x7f800000u)
@@ -26,7 +34,7 @@ static inline uint16_t jev_f32_to_bf16(float f) {
     return (uint16_t)(u >> 16);
 }
 
-static inline float jev_f16_to_f32(uint16_t h) {
+JEV_HOST_DEVICE static inline float jev_f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exp = (h >> 10) & 0x1fu;
     uint32_t man = h & 0x3ffu;
@@ -53,7 +61,7 @@ static inline float jev_f16_to_f32(uint16_t h) {
     return f;
 }
 
-static inline uint16_t jev_f32_to_f16(float f) {
+JEV_HOST_DEVICE static inline uint16_t jev_f32_to_f16(float f) {
     uint32_t u;
     memcpy(&u, &f, 4);
     uint32_t sign = (u >> 16) & 0x8000u;

@@ -26,9 +26,10 @@
  * A block of output columns [r0, r0 + nr) of Y is C = Y + r0 with ldc still the full row length.
  */
 extern "C" {
-#include "base/error.h" // defines: jev_fail, JEV_ASSERT (a C header without its own extern "C")
+#include "base/error.h" // defines: jev_fail, JEV_ASSERT
 }
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_work
+#include "base/half.h"             // defines: jev_bf16_to_f32, jev_f16_to_f32 (host and device)
 
 #include <stdint.h>
 
@@ -137,39 +138,11 @@ void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
 
 /* ---- dequantizing upload ---- */
 
-/* base/half.h's conversions, bit for bit. */
-__device__ static inline float bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }
-
-__device__ static inline float f16_to_f32(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t exp = (h >> 10) & 0x1fu;
-    uint32_t man = h & 0x3ffu;
-    uint32_t u;
-    if (exp == 0) {
-        if (man == 0) {
-            u = sign;
-        } else { /* subnormal: normalise */
-            exp = 127 - 15 + 1;
-            while ((man & 0x400u) == 0) {
-                man <<= 1;
-                exp--;
-            }
-            man &= 0x3ffu;
-            u = sign | (exp << 23) | (man << 13);
-        }
-    } else if (exp == 31) {
-        u = sign | 0x7f800000u | (man << 13);
-    } else {
-        u = sign | ((exp + 127 - 15) << 23) | (man << 13);
-    }
-    return __uint_as_float(u);
-}
-
 __device__ static inline float load_s(int stype, const void *p, int64_t i) {
     switch (stype) {
     case JEV_STYPE_F32: return ((const float *)p)[i];
-    case JEV_STYPE_BF16: return bf16_to_f32(((const uint16_t *)p)[i]);
-    case JEV_STYPE_F16: return f16_to_f32(((const uint16_t *)p)[i]);
+    case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
+    case JEV_STYPE_F16: return jev_f16_to_f32(((const uint16_t *)p)[i]);
     }
     return 0.0f;
 }
@@ -179,7 +152,7 @@ static __global__ void widen16_kernel(const uint16_t *__restrict__ src, int64_t 
                                       float *__restrict__ dst) {
     int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
-        dst[i] = is_bf16 ? bf16_to_f32(src[i]) : f16_to_f32(src[i]);
+        dst[i] = is_bf16 ? jev_bf16_to_f32(src[i]) : jev_f16_to_f32(src[i]);
 }
 
 /*
