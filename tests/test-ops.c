@@ -37,6 +37,7 @@
 
 #include "backend/cpu/cpu.h" // defines: jev_cpu_* reference ops, jev_cpu_ops
 #include "base/half.h"       // defines: jev_f32_to_bf16, jev_f32_to_f16
+#include "test-matrices.h"  // defines: struct mat, mat_make, mat_free
 
 #define NMSE_F32 1e-7
 
@@ -88,72 +89,6 @@ static void check(const char *what, const float *ref, const float *got, int64_t 
 
 /* ---- matrices ---- */
 
-struct mat {
-    struct jev_matrix m; /* the matrix */
-    void *data, *scales, *biases; /* owned storage */
-};
-
-static void mat_free(struct mat *a) {
-    free(a->data);
-    free(a->scales);
-    free(a->biases);
-}
-
-static struct mat mat_make(enum jev_mtype type, int32_t rows, int32_t cols, int bits, int group,
-                           enum jev_stype stype, int64_t seed) {
-    struct mat a = {0};
-    a.m.type = type;
-    a.m.rows = rows;
-    a.m.cols = cols;
-    a.m.name = "test";
-    size_t n = (size_t)rows * (size_t)cols;
-    if (type == JEV_MTYPE_F32) {
-        float *d = malloc(n * sizeof(float));
-        fill(d, (int64_t)n, seed, 0.05f);
-        a.data = d;
-    } else if (type == JEV_MTYPE_BF16 || type == JEV_MTYPE_F16) {
-        uint16_t *d = malloc(n * sizeof(uint16_t));
-        for (size_t i = 0; i < n; i++) {
-            float v = det((int64_t)i * 7 + seed) * 0.05f;
-            d[i] = type == JEV_MTYPE_BF16 ? jev_f32_to_bf16(v) : jev_f32_to_f16(v);
-        }
-        a.data = d;
-    } else {
-        a.m.bits = bits;
-        a.m.group = group;
-        a.m.stype = stype;
-        size_t words = (size_t)rows * (size_t)cols * (size_t)bits / 32;
-        uint32_t *d = calloc(words, sizeof(uint32_t));
-        for (int32_t r = 0; r < rows; r++)
-            for (int32_t c = 0; c < cols; c++) {
-                uint32_t code = (uint32_t)((det((int64_t)r * cols + c + seed) + 1.9f) / 4.0f * (float)((1 << bits) - 1));
-                code &= (1u << bits) - 1;
-                int64_t bit = ((int64_t)r * cols + c) * bits;
-                d[bit >> 5] |= code << (bit & 31);
-                if ((bit & 31) + bits > 32)
-                    d[(bit >> 5) + 1] |= code >> (32 - (bit & 31));
-            }
-        size_t groups = (size_t)rows * (size_t)(cols / group);
-        size_t sz = stype == JEV_STYPE_F32 ? 4 : 2;
-        a.scales = malloc(groups * sz);
-        a.biases = malloc(groups * sz);
-        for (size_t g = 0; g < groups; g++) {
-            float s = 0.01f + 0.002f * det((int64_t)g + 3), b = -0.05f + 0.01f * det((int64_t)g + 11);
-            if (stype == JEV_STYPE_F32) {
-                ((float *)a.scales)[g] = s;
-                ((float *)a.biases)[g] = b;
-            } else {
-                ((uint16_t *)a.scales)[g] = stype == JEV_STYPE_BF16 ? jev_f32_to_bf16(s) : jev_f32_to_f16(s);
-                ((uint16_t *)a.biases)[g] = stype == JEV_STYPE_BF16 ? jev_f32_to_bf16(b) : jev_f32_to_f16(b);
-            }
-        }
-        a.data = d;
-        a.m.scales = a.scales;
-        a.m.biases = a.biases;
-    }
-    a.m.data = a.data;
-    return a;
-}
 
 struct mcase {
     const char *name;

@@ -79,10 +79,18 @@ static inline float *ct_up(const float *host, int64_t n) {
     return d;
 }
 
-/* n device floats -> a new host buffer (freed with free()). */
+/* No queued op has failed so far (a launch error would otherwise show only as wrong numbers). */
+static inline void ct_status_ok(const char *what) {
+    struct jev_error err = {0};
+    if (jev_cuda_ops.status(ct_gpu, &err) != JEV_OK)
+        fail_msg("%s: %s", what, err.msg);
+}
+
+/* n device floats -> a new host buffer (freed with free()), after every queued op ran without a fault. */
 static inline float *ct_down(const float *dev, int64_t n) {
     float *h = ct_host(n);
     jev_cuda_ops.download(ct_gpu, h, dev, (size_t)n * sizeof(float));
+    ct_status_ok("a queued op");
     return h;
 }
 

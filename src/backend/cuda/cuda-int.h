@@ -20,8 +20,9 @@
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
  * - a launch error is recorded in the backend (jev_cuda_check) and reported by
- *   the next download/sync caller through jev_cuda_backend_error(); ops
- *   themselves cannot fail (ops.h).
+ *   ops->status (jev_cuda_ops.status), which the model layer asks after each
+ *   forward and the parity tests after each op; ops themselves cannot fail
+ *   (ops.h).
  */
 #ifndef JEV_BACKEND_CUDA_INT_H
 #define JEV_BACKEND_CUDA_INT_H
