@@ -87,28 +87,10 @@ static void check(const char *what, const float *ref, const float *got, int64_t 
         fail_msg("%s: NMSE %.3g > %.3g", what, e, limit);
 }
 
-/* ---- matrices ---- */
-
-
-struct mcase {
-    const char *name;
-    enum jev_mtype type;
-    int32_t rows, cols;
-    int bits, group;
-    enum jev_stype stype;
-};
+/* ---- matrices (tests/test-matrices.h) ---- */
 
 static const struct mcase mcases[] = {
-    {"f32", JEV_MTYPE_F32, 70, 96, 0, 0, JEV_STYPE_F32},
-    {"f32 odd cols", JEV_MTYPE_F32, 37, 29, 0, 0, JEV_STYPE_F32},
-    {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
-    {"f16", JEV_MTYPE_F16, 33, 64, 0, 0, JEV_STYPE_F32},
-    {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
-    {"q4 g32 f32", JEV_MTYPE_QAFFINE, 41, 128, 4, 32, JEV_STYPE_F32},
-    {"q4 g64 f16", JEV_MTYPE_QAFFINE, 19, 192, 4, 64, JEV_STYPE_F16},
-    {"q8 g64 bf16", JEV_MTYPE_QAFFINE, 50, 128, 8, 64, JEV_STYPE_BF16},
-    {"q3 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 23, 128, 3, 64, JEV_STYPE_BF16},
-    {"q4 g4 (generic)", JEV_MTYPE_QAFFINE, 9, 32, 4, 4, JEV_STYPE_BF16},
+    MAT_CASES,
 };
 
 static const int64_t ntoks[] = {1, 2, 3, 5, 7, 8, 9, 33, 70};

@@ -20,34 +20,10 @@
 
 #include "base/half.h" // defines: jev_f32_to_bf16, jev_f32_to_f16
 
-/* ---- host matrices (as tests/test-ops.c) ---- */
-
-
-struct mcase {
-    const char *name;
-    enum jev_mtype type;
-    int32_t rows, cols;
-    int bits, group;
-    enum jev_stype stype;
-};
+/* ---- host matrices (tests/test-matrices.h) ---- */
 
 static const struct mcase mcases[] = {
-    {"f32", JEV_MTYPE_F32, 70, 96, 0, 0, JEV_STYPE_F32},
-    {"f32 odd cols", JEV_MTYPE_F32, 37, 29, 0, 0, JEV_STYPE_F32},
-    {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
-    {"bf16 odd", JEV_MTYPE_BF16, 13, 51, 0, 0, JEV_STYPE_F32},
-    {"f16", JEV_MTYPE_F16, 33, 64, 0, 0, JEV_STYPE_F32},
-    {"f16 odd", JEV_MTYPE_F16, 5, 3, 0, 0, JEV_STYPE_F32},
-    {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
-    {"q4 g32 f32", JEV_MTYPE_QAFFINE, 41, 128, 4, 32, JEV_STYPE_F32},
-    {"q4 g64 f16", JEV_MTYPE_QAFFINE, 19, 192, 4, 64, JEV_STYPE_F16},
-    {"q4 g4", JEV_MTYPE_QAFFINE, 9, 32, 4, 4, JEV_STYPE_BF16},
-    {"q8 g64 bf16", JEV_MTYPE_QAFFINE, 50, 128, 8, 64, JEV_STYPE_BF16},
-    {"q8 g32 f32", JEV_MTYPE_QAFFINE, 17, 96, 8, 32, JEV_STYPE_F32},
-    {"q3 g64 bf16", JEV_MTYPE_QAFFINE, 23, 128, 3, 64, JEV_STYPE_BF16},
-    {"q2 g32 f16", JEV_MTYPE_QAFFINE, 11, 64, 2, 32, JEV_STYPE_F16},
-    {"q5 g64 bf16", JEV_MTYPE_QAFFINE, 29, 128, 5, 64, JEV_STYPE_BF16},
-    {"q6 g64 f32", JEV_MTYPE_QAFFINE, 31, 192, 6, 64, JEV_STYPE_F32},
+    MAT_CASES,
     {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
 };
 
