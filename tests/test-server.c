@@ -24,6 +24,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -521,6 +525,38 @@ static void test_bad_params(void **state) {
     assert_null(s);
 }
 
+/* A client that connects and goes silent is disconnected after idle_timeout_s, and a
+ * connection that works is not (the server keeps answering). Waits at most 20 s. */
+static void test_idle_connection_is_closed(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.idle_timeout_s = 1;
+    struct jev_server *s = start(&p);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(fd >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)jev_server_port(s))};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    /* half a request line, then silence */
+    assert_int_equal(write(fd, "GET /hea", 8), 8);
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    int ready = poll(&pf, 1, 20000);
+    assert_int_equal(ready, 1);
+    char buf[64];
+    assert_true(read(fd, buf, sizeof buf) <= 0); /* closed by the server, nothing answered */
+    close(fd);
+    struct reply r = get(jev_server_port(s), "/health");
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    jev_server_stop(s);
+
+    struct jev_error err = {0};
+    p = params();
+    p.idle_timeout_s = -1;
+    assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "idle_timeout_s"));
+}
+
 /* ---- the CLI ---- */
 
 /* `jev serve` on port 0 as a child: its start line names the port, /health answers, SIGTERM stops it
@@ -576,6 +612,7 @@ int main(void) {
         cmocka_unit_test(test_full_queue_is_429),
         cmocka_unit_test(test_start_stop_twice),
         cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_idle_connection_is_closed),
         cmocka_unit_test(test_cli_serve_stops_on_sigterm),
         cmocka_unit_test(test_cli_engine_size),
     };

@@ -30,6 +30,7 @@ static void usage(FILE *f) {
             "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
+            "  --idle-timeout S     close a connection silent for S seconds (default 60; 0 = never)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  -v                   one log line per request on stderr\n\n"
@@ -41,6 +42,7 @@ int cmd_serve(int argc, char **argv) {
     const char *dir = NULL;
     const char *backend = NULL;
     long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
+    long idle_timeout = sp.idle_timeout_s;
     long max_body = (long)sp.max_body_bytes;
     struct jev_engine_params ep = jev_engine_default_params();
     long max_tokens = ep.max_tokens, max_batch = ep.max_batch;
@@ -74,6 +76,8 @@ int cmd_serve(int argc, char **argv) {
             bad = cli_parse_long(v, 1, (long)JEV_SERVER_MAX_BODY_DEFAULT, &max_body);
         } else if (!strcmp(a, "--max-queue")) {
             bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
+        } else if (!strcmp(a, "--idle-timeout")) {
+            bad = cli_parse_long(v, 0, 86400, &idle_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
         } else if (!strcmp(a, "--max-batch")) {
@@ -99,6 +103,7 @@ int cmd_serve(int argc, char **argv) {
     sp.port = (int32_t)port;
     sp.http_threads = (int32_t)http_threads;
     sp.max_queue = (int32_t)max_queue;
+    sp.idle_timeout_s = (int32_t)idle_timeout;
     sp.max_body_bytes = (size_t)max_body;
     if (verbose)
         jev_log_set_level(JEV_LOG_INFO);

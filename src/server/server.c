@@ -80,6 +80,7 @@ struct jev_server_params jev_server_default_params(void) {
         .max_body_bytes = JEV_SERVER_MAX_BODY_DEFAULT,
         .max_queue = 64,
         .http_threads = 4,
+        .idle_timeout_s = 60,
     };
     return p;
 }
@@ -410,6 +411,8 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_queue %d is negative", p.max_queue);
     if (p.http_threads < 0 || p.http_threads > 1024)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: http_threads %d is not in 0..1024", p.http_threads);
+    if (p.idle_timeout_s < 0 || p.idle_timeout_s > 86400)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: idle_timeout_s %d is not in 0..86400", p.idle_timeout_s);
     struct jev_server *s = calloc(1, sizeof *s);
     if (!s)
         return jev_fail(err, JEV_ERR_NOMEM, "server: out of memory");
@@ -445,6 +448,7 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
                                  MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr,
                                  MHD_OPTION_THREAD_POOL_SIZE, threads,
                                  MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.idle_timeout_s,
                                  MHD_OPTION_END);
     int e = errno;
     pthread_mutex_lock(&s->log_lock);
