@@ -94,6 +94,9 @@ for k, x in a.items():
     same = same and x.get("choice", x.get("noul")) == y.get("choice", y.get("noul"))
 print(f"cpu vs cuda, 8 questions: max probability delta {worst:.3g}, same answers: {same}")
 PY
+    # multi-token scoring against plain full-vocabulary forwards, both on the GPU
+    "$JEV" verify --model "$MODEL" --backend cuda --output "$WORK/verify.json" 2>&1 | tail -2 | tee -a "$OUT/agree.txt" \
+        | tee -a "$OUT/log.txt" || true
 }
 
 step_profile() {
