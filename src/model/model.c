@@ -35,7 +35,7 @@ enum jev_status jev_backend_parse(const char *name, int32_t *backend, int32_t *d
     if (name[4] == ':') {
         char *end = NULL;
         long d = strtol(name + 5, &end, 10);
-        if (end == name + 5 || *end != '\0' || d < 0 || d > 255)
+        if (name[5] < '0' || name[5] > '9' || *end != '\0' || d < 0 || d > 255) /* digits only: no sign, no space */
             return jev_fail(err, JEV_ERR_INVALID_ARG, "backend \"%s\": the device is a number 0..255", name);
         *device = (int32_t)d;
     }
