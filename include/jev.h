@@ -135,6 +135,11 @@ JEV_API enum jev_status jev_decider_open(struct jev_model *model, struct jev_eng
                                          struct jev_decider **out);
 JEV_API void jev_decider_close(struct jev_decider *decider);
 
+/* A time limit for each jev_decide_json call on this decider: a request still running after
+ * timeout_ms stops before its next model forward and answers HTTP 504 with error type
+ * "timeout" (nothing else changes; the decider stays usable). 0 (the default) = no limit. */
+JEV_API void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms);
+
 /*
  * Answers one request body (JSON, `len` bytes) on the shared path with label scoring:
  * validates it, runs the image and the state once, forks per question and assembles the

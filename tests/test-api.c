@@ -106,10 +106,43 @@ static void test_load_error_names_the_file(void **state) {
     assert_int_equal(JEV_VERSION_NUM, (JEV_VERSION_MAJOR << 16) | (JEV_VERSION_MINOR << 8) | JEV_VERSION_PATCH);
 }
 
+/* A time limit stops a request between forwards with 504 "timeout"; the decider then answers the
+ * same request normally once the limit is lifted (nothing was left behind). */
+static void test_time_limit_is_504(void **state) {
+    (void)state;
+    const char *body = "{\"state\":{\"note\":\"a red door\"},\"questions\":{"
+                       "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"}}}";
+    char *resp = NULL;
+    int32_t http = 0;
+    jev_decider_set_timeout(decider, 0.001); /* already past by the first forward */
+    assert_int_equal(jev_decide_json(decider, body, strlen(body), JEV_REQUEST_SYSTEMONE, &resp, &http),
+                     JEV_ERR_ABORTED);
+    assert_int_equal(http, 504);
+    json_error_t je;
+    json_t *r = json_loads(resp, 0, &je);
+    assert_non_null(r);
+    json_t *e = json_object_get(r, "error");
+    assert_string_equal(json_string_value(json_object_get(e, "type")), "timeout");
+    assert_non_null(strstr(json_string_value(json_object_get(e, "message")), "time limit of"));
+    json_decref(r);
+    jev_free(resp);
+
+    jev_decider_set_timeout(decider, 0);
+    assert_int_equal(jev_decide_json(decider, body, strlen(body), JEV_REQUEST_SYSTEMONE, &resp, &http), JEV_OK);
+    assert_int_equal(http, 200);
+    jev_free(resp);
+    /* a generous limit changes nothing */
+    jev_decider_set_timeout(decider, 600000);
+    assert_int_equal(jev_decide_json(decider, body, strlen(body), JEV_REQUEST_SYSTEMONE, &resp, &http), JEV_OK);
+    jev_free(resp);
+    jev_decider_set_timeout(decider, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_systemone_round_trip),
         cmocka_unit_test(test_refusal_has_status_and_error_body),
+        cmocka_unit_test(test_time_limit_is_504),
         cmocka_unit_test(test_load_error_names_the_file),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

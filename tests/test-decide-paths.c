@@ -33,6 +33,7 @@
 
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_body
 #include "decide/verify.h"   // defines: jev_verify_run
+#include "model/engine.h"    // defines: struct jev_engine (its state's live count)
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 /* ---- fixture ---- */
@@ -497,10 +498,35 @@ static void test_verify(void **state) {
     json_decref(rec);
 }
 
+/* The time limit on every path: the request stops with JEV_ERR_ABORTED naming the limit, every
+ * sequence it took goes back to the engine, and the next request runs normally. */
+static void test_time_limit(void **state) {
+    (void)state;
+    const enum jev_decide_path paths[] = {JEV_DECIDE_SHARED, JEV_DECIDE_INDEPENDENT, JEV_DECIDE_GENERATE};
+    struct jev_request r;
+    parse(REQ, true, &r);
+    for (int k = 0; k < 3; k++) {
+        struct jev_decide_params p = jev_decide_default_params();
+        p.path = paths[k];
+        p.timeout_ms = 0.001;
+        struct jev_decide_result res;
+        struct jev_error err = {0};
+        assert_int_equal(jev_decide_run(F.d, &r, &p, &res, &err), JEV_ERR_ABORTED);
+        assert_non_null(strstr(err.msg, "time limit"));
+        assert_int_equal(F.engine->state.n_live, 0);
+    }
+    struct jev_decide_result ok;
+    run(&r, JEV_DECIDE_SHARED, JEV_SCORING_LABEL, JEV_TRIE_SUM, 2, &ok);
+    assert_int_equal(ok.answers.n, r.n_questions);
+    jev_decide_result_free(&ok);
+    jev_request_free(&r);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_label),     cmocka_unit_test(test_text),  cmocka_unit_test(test_batch_order_company),
         cmocka_unit_test(test_generate),  cmocka_unit_test(test_errors), cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_time_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

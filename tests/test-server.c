@@ -557,6 +557,23 @@ static void test_idle_connection_is_closed(void **state) {
     assert_non_null(strstr(err.msg, "idle_timeout_s"));
 }
 
+/* A request past the decider's time limit comes back as 504 with the timeout error body. */
+static void test_time_limit_is_504(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    jev_decider_set_timeout(decider, 0.001);
+    struct reply r = post(jev_server_port(s), "/v1/systemone", so_body);
+    jev_decider_set_timeout(decider, 0);
+    assert_int_equal(r.status, 504);
+    assert_non_null(strstr(r.body, "\"timeout\""));
+    free(r.body);
+    r = post(jev_server_port(s), "/v1/systemone", so_body);
+    assert_int_equal(r.status, 200);
+    free(r.body);
+    jev_server_stop(s);
+}
+
 /* ---- the CLI ---- */
 
 /* `jev serve` on port 0 as a child: its start line names the port, /health answers, SIGTERM stops it
@@ -613,6 +630,7 @@ int main(void) {
         cmocka_unit_test(test_start_stop_twice),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_idle_connection_is_closed),
+        cmocka_unit_test(test_time_limit_is_504),
         cmocka_unit_test(test_cli_serve_stops_on_sigterm),
         cmocka_unit_test(test_cli_engine_size),
     };

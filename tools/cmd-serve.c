@@ -31,6 +31,7 @@ static void usage(FILE *f) {
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
             "  --idle-timeout S     close a connection silent for S seconds (default 60; 0 = never)\n"
+            "  --request-timeout S  a request still running after S seconds stops with 504 (default 0 = none)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  -v                   one log line per request on stderr\n\n"
@@ -42,7 +43,7 @@ int cmd_serve(int argc, char **argv) {
     const char *dir = NULL;
     const char *backend = NULL;
     long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
-    long idle_timeout = sp.idle_timeout_s;
+    long idle_timeout = sp.idle_timeout_s, request_timeout = 0;
     long max_body = (long)sp.max_body_bytes;
     struct jev_engine_params ep = jev_engine_default_params();
     long max_tokens = ep.max_tokens, max_batch = ep.max_batch;
@@ -78,6 +79,8 @@ int cmd_serve(int argc, char **argv) {
             bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
         } else if (!strcmp(a, "--idle-timeout")) {
             bad = cli_parse_long(v, 0, 86400, &idle_timeout);
+        } else if (!strcmp(a, "--request-timeout")) {
+            bad = cli_parse_long(v, 0, 86400, &request_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
         } else if (!strcmp(a, "--max-batch")) {
@@ -135,6 +138,7 @@ int cmd_serve(int argc, char **argv) {
         fprintf(stderr, "jev serve: %s\n", engine ? jev_engine_last_error(engine) : "out of memory");
         goto done;
     }
+    jev_decider_set_timeout(decider, 1000.0 * (double)request_timeout);
     struct jev_error err = {0};
     if (jev_server_start(model, decider, &sp, &server, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);

@@ -4,7 +4,8 @@
  * JSON body out. Everything else (paths, scoring modes, counters) stays in
  * the internal API that the CLI and the benchmark use.
  */
-#include "decide/pipeline.h" // defines: jev_decider_init, jev_decide_body
+#include "decide/pipeline-int.h" // defines: struct jev_decider
+#include "decide/pipeline.h"     // defines: jev_decider_init, jev_decide_body
 #include "model/engine.h"    // defines: struct jev_engine, jev_engine_set_error
 
 #include <stdlib.h>
@@ -26,6 +27,7 @@ void jev_decider_close(struct jev_decider *decider) { jev_decider_free(decider);
 enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
                                 enum jev_request_format format, char **response, int32_t *http_status) {
     struct jev_decide_params p = jev_decide_default_params();
+    p.timeout_ms = decider->timeout_ms;
     struct jev_request_error rerr = {0};
     enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
     *response = NULL;
@@ -33,6 +35,10 @@ enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, s
     if (http_status)
         *http_status = s == JEV_OK ? 200 : (rerr.http_status ? rerr.http_status : 500);
     return s;
+}
+
+void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms) {
+    decider->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
 }
 
 void jev_free(void *p) { free(p); }

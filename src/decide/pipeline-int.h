@@ -44,6 +44,7 @@ struct jev_decider {
     int32_t max_patches;              /* vision capacity (patches of one image) */
     int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
+    double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
 };
 
 /* One question's prepared inputs. */
@@ -71,6 +72,7 @@ struct dc_req {
     struct jev_decide_params p;       /* params, defaults filled */
     struct jev_decide_result *res;    /* where answers and counters go */
     struct jev_error *err;            /* first failure */
+    double t_begin;                   /* jev_now_ms() when the request began (its time limit counts from here) */
     /* image */
     bool has_image;                   /* the request carries an image (and the model reads it) */
     struct jev_image img;             /* decoded RGB (freed after preprocessing) */

@@ -341,8 +341,16 @@ void dc_track(struct dc_req *q) {
         q->peak_seqs = st->n_live;
 }
 
+/* Every path's forwards come through here, so the time limit is checked once per forward: a
+ * request stops between two forwards, its sequences released by the caller's normal cleanup. */
 enum jev_status dc_forward(struct dc_req *q, const struct jev_lm_batch *b) {
     struct jev_engine *e = q->d->engine;
+    double spent = jev_now_ms() - q->t_begin;
+    if (q->p.timeout_ms > 0 && spent > q->p.timeout_ms) {
+        jev_fail(q->err, JEV_ERR_ABORTED, "decide: the request ran %.0f ms, past its time limit of %.0f ms",
+                 spent, q->p.timeout_ms);
+        return jev_engine_set_error(e, q->err);
+    }
     enum jev_status s = jev_lm_forward(&e->lm, b, q->err);
     if (s != JEV_OK)
         return jev_engine_set_error(e, q->err);

@@ -223,6 +223,7 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->res = res;
     q->err = err;
     q->img_at = -1;
+    q->t_begin = jev_now_ms();
 }
 
 /*
@@ -370,6 +371,10 @@ static void map_error(enum jev_status s, const struct jev_error *err, struct jev
     case JEV_ERR_UNSUPPORTED:
         rerr->http_status = 501;
         rerr->type = "not_supported_error";
+        break;
+    case JEV_ERR_ABORTED: /* the request's time limit: a gateway timeout, which clients retry */
+        rerr->http_status = 504;
+        rerr->type = "timeout";
         break;
     default:
         rerr->http_status = 0; /* internal: the response writer makes it a 500 */

@@ -94,6 +94,9 @@ struct jev_decide_params {
     int32_t batch;                   /* shared: suffixes per forward; 0 = all questions at once */
     int32_t prefill_chunk;           /* generate: prompt tokens per forward; 0 = 512 */
     int32_t max_new_tokens;          /* generate: budget; 0 = max(128, 24 x questions) */
+    double timeout_ms;               /* > 0: a request still running this long after it began stops before
+                                      * its next forward with JEV_ERR_ABORTED (HTTP 504, "timeout");
+                                      * 0 = no limit */
 };
 
 /* What one request cost. Times in ms (monotonic clock). */
