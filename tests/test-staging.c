@@ -33,7 +33,7 @@
 /* ---- the staged table: CPU compute, device-style memory ---- */
 
 static struct {
-    int64_t allocs, frees, uploads, downloads, mirrors;
+    int64_t allocs, frees, uploads, downloads, mirrors, releases;
 } g_count;
 
 static void *st_alloc(struct jev_backend *be, size_t bytes) {
@@ -67,9 +67,13 @@ static void st_zero(struct jev_backend *be, void *dst, size_t bytes) {
 }
 
 /* As CUDA's exact mode: every matrix becomes f32 rows in the backend's own memory. */
+static int64_t g_fail_mirror_at = -1; /* >= 0: the mirror with this count fails (out of device memory) */
+
 static enum jev_status st_mirror(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *m,
                                  struct jev_error *err) {
     (void)be;
+    if (g_count.mirrors == g_fail_mirror_at)
+        return jev_fail(err, JEV_ERR_NOMEM, "staged: no room for %s", host->name ? host->name : "?");
     float *rows = malloc((size_t)host->rows * (size_t)host->cols * sizeof(float));
     if (!rows)
         return jev_fail(err, JEV_ERR_NOMEM, "staged mirror of %s", host->name ? host->name : "?");
@@ -83,6 +87,8 @@ static enum jev_status st_mirror(struct jev_backend *be, const struct jev_matrix
 
 static void st_release(struct jev_backend *be, struct jev_matrix *m) {
     (void)be;
+    if (m->data)
+        g_count.releases++;
     void *p;
     memcpy(&p, &m->data, sizeof p);
     free(p);
@@ -251,17 +257,38 @@ static void test_generate(void **state) {
     same_answers(JEV_DECIDE_GENERATE, JEV_SCORING_LABEL);
 }
 
-/* Freeing the staged engine gives back every block it took (mirrors excluded: released apart). */
+/* Freeing the staged engine gives back every block and every matrix mirror it took. */
 static void test_frees_what_it_allocates(void **state) {
     (void)state;
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_batch = 4;
     ep.max_tokens = 512;
     struct jev_engine *e = NULL;
-    int64_t a0 = g_count.allocs, f0 = g_count.frees;
+    int64_t a0 = g_count.allocs, f0 = g_count.frees, m0 = g_count.mirrors, r0 = g_count.releases;
     assert_int_equal(jev_engine_init_on(F.model, &ep, &staged_ops, F.be, &e), JEV_OK);
     assert_true(g_count.allocs > a0);
+    assert_true(g_count.mirrors > m0);
     jev_engine_free(e);
+    assert_int_equal(g_count.allocs - a0, g_count.frees - f0);
+    assert_int_equal(g_count.mirrors - m0, g_count.releases - r0);
+}
+
+/* A mirror that fails half-way (the device is full) fails the engine with the tensor's name and
+ * gives back everything taken before it. */
+static void test_mirror_failure_cleans_up(void **state) {
+    (void)state;
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_batch = 4;
+    ep.max_tokens = 512;
+    struct jev_engine *e = NULL;
+    int64_t a0 = g_count.allocs, f0 = g_count.frees, m0 = g_count.mirrors, r0 = g_count.releases;
+    g_fail_mirror_at = m0 + 5;
+    assert_int_equal(jev_engine_init_on(F.model, &ep, &staged_ops, F.be, &e), JEV_ERR_NOMEM);
+    g_fail_mirror_at = -1;
+    assert_non_null(strstr(jev_engine_last_error(e), "no room for"));
+    jev_engine_free(e);
+    assert_int_equal(g_count.mirrors - m0, 5);
+    assert_int_equal(g_count.mirrors - m0, g_count.releases - r0);
     assert_int_equal(g_count.allocs - a0, g_count.frees - f0);
 }
 
@@ -270,6 +297,7 @@ int main(void) {
         cmocka_unit_test(test_weights_are_mirrored), cmocka_unit_test(test_shared_label),
         cmocka_unit_test(test_shared_text),          cmocka_unit_test(test_independent),
         cmocka_unit_test(test_generate),             cmocka_unit_test(test_frees_what_it_allocates),
+        cmocka_unit_test(test_mirror_failure_cleans_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
