@@ -29,7 +29,7 @@ static inline void mat_free(struct mat *a) {
 }
 
 static inline struct mat mat_make(enum jev_mtype type, int32_t rows, int32_t cols, int bits, int group,
-                           enum jev_stype stype, int64_t seed) {
+                                  enum jev_stype stype, int64_t seed) {
     struct mat a = {0};
     a.m.type = type;
     a.m.rows = rows;
@@ -101,20 +101,21 @@ struct mcase {
 
 /* The cases every matmul test covers: each type, odd shapes, every affine width and scale type
  * (3, 5, 6 bits and group 4 take the CPU's generic path). For `{MAT_CASES, ...}` initializers. */
-#define MAT_CASES                                                                                                \
+#define MAT_CASES                                                                                                      \
     {"f32", JEV_MTYPE_F32, 70, 96, 0, 0, JEV_STYPE_F32}, {"f32 odd cols", JEV_MTYPE_F32, 37, 29, 0, 0, JEV_STYPE_F32}, \
-        {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},                                                 \
-        {"bf16 odd", JEV_MTYPE_BF16, 13, 51, 0, 0, JEV_STYPE_F32},                                              \
-        {"f16", JEV_MTYPE_F16, 33, 64, 0, 0, JEV_STYPE_F32}, {"f16 odd", JEV_MTYPE_F16, 5, 3, 0, 0, JEV_STYPE_F32}, \
-        {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},                                     \
-        {"q4 g32 f32", JEV_MTYPE_QAFFINE, 41, 128, 4, 32, JEV_STYPE_F32},                                       \
-        {"q4 g64 f16", JEV_MTYPE_QAFFINE, 19, 192, 4, 64, JEV_STYPE_F16},                                       \
-        {"q4 g4 (generic)", JEV_MTYPE_QAFFINE, 9, 32, 4, 4, JEV_STYPE_BF16},                                    \
-        {"q8 g64 bf16", JEV_MTYPE_QAFFINE, 50, 128, 8, 64, JEV_STYPE_BF16},                                     \
-        {"q8 g32 f32", JEV_MTYPE_QAFFINE, 17, 96, 8, 32, JEV_STYPE_F32},                                        \
-        {"q3 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 23, 128, 3, 64, JEV_STYPE_BF16},                           \
-        {"q2 g32 f16", JEV_MTYPE_QAFFINE, 11, 64, 2, 32, JEV_STYPE_F16},                                        \
-        {"q5 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 29, 128, 5, 64, JEV_STYPE_BF16},                           \
-        {"q6 g64 f32 (generic)", JEV_MTYPE_QAFFINE, 31, 192, 6, 64, JEV_STYPE_F32}
+        {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},                                                        \
+        {"bf16 odd", JEV_MTYPE_BF16, 13, 51, 0, 0, JEV_STYPE_F32},                                                     \
+        {"f16", JEV_MTYPE_F16, 33, 64, 0, 0, JEV_STYPE_F32}, {"f16 odd", JEV_MTYPE_F16, 5, 3, 0, 0, JEV_STYPE_F32},    \
+        {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},                                            \
+        {"q4 g32 f32", JEV_MTYPE_QAFFINE, 41, 128, 4, 32, JEV_STYPE_F32},                                              \
+        {"q4 g64 f16", JEV_MTYPE_QAFFINE, 19, 192, 4, 64, JEV_STYPE_F16},                                              \
+        {"q4 g4 (generic)", JEV_MTYPE_QAFFINE, 9, 32, 4, 4, JEV_STYPE_BF16},                                           \
+        {"q8 g64 bf16", JEV_MTYPE_QAFFINE, 50, 128, 8, 64, JEV_STYPE_BF16},                                            \
+        {"q8 g32 f32", JEV_MTYPE_QAFFINE, 17, 96, 8, 32, JEV_STYPE_F32},                                               \
+        {"q3 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 23, 128, 3, 64, JEV_STYPE_BF16},                                  \
+        {"q2 g32 f16", JEV_MTYPE_QAFFINE, 11, 64, 2, 32, JEV_STYPE_F16},                                               \
+        {"q5 g64 bf16 (generic)", JEV_MTYPE_QAFFINE, 29, 128, 5, 64, JEV_STYPE_BF16}, {                                \
+        "q6 g64 f32 (generic)", JEV_MTYPE_QAFFINE, 31, 192, 6, 64, JEV_STYPE_F32                                       \
+    }
 
 #endif

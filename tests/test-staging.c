@@ -32,9 +32,7 @@
 
 /* ---- the staged table: CPU compute, device-style memory ---- */
 
-static struct {
-    int64_t allocs, frees, uploads, downloads, mirrors, releases;
-} g_count;
+static struct { int64_t allocs, frees, uploads, downloads, mirrors, releases; } g_count;
 
 static void *st_alloc(struct jev_backend *be, size_t bytes) {
     (void)be;
@@ -79,8 +77,8 @@ static enum jev_status st_mirror(struct jev_backend *be, const struct jev_matrix
         return jev_fail(err, JEV_ERR_NOMEM, "staged mirror of %s", host->name ? host->name : "?");
     for (int64_t r = 0; r < host->rows; r++)
         jev_matrix_row(host, r, rows + r * host->cols);
-    *m = (struct jev_matrix){.type = JEV_MTYPE_F32, .rows = host->rows, .cols = host->cols, .data = rows,
-                             .name = host->name};
+    *m = (struct jev_matrix){
+        .type = JEV_MTYPE_F32, .rows = host->rows, .cols = host->cols, .data = rows, .name = host->name};
     g_count.mirrors++;
     return JEV_OK;
 }
@@ -294,9 +292,12 @@ static void test_mirror_failure_cleans_up(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_weights_are_mirrored), cmocka_unit_test(test_shared_label),
-        cmocka_unit_test(test_shared_text),          cmocka_unit_test(test_independent),
-        cmocka_unit_test(test_generate),             cmocka_unit_test(test_frees_what_it_allocates),
+        cmocka_unit_test(test_weights_are_mirrored),
+        cmocka_unit_test(test_shared_label),
+        cmocka_unit_test(test_shared_text),
+        cmocka_unit_test(test_independent),
+        cmocka_unit_test(test_generate),
+        cmocka_unit_test(test_frees_what_it_allocates),
         cmocka_unit_test(test_mirror_failure_cleans_up),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -11,7 +11,7 @@
 
 struct walk {
     struct jev_weights_mirror *m;
-    bool release;           /* false: make copies; true: free them */
+    bool release; /* false: make copies; true: free them */
     struct jev_error *err;
     enum jev_status status; /* first failure; later steps are skipped */
 };
@@ -40,8 +40,8 @@ static void walk_vec(struct walk *k, const float *host, float **dst, int64_t n) 
     size_t bytes = (size_t)n * sizeof(float);
     *dst = k->m->ops->alloc(k->m->be, bytes);
     if (!*dst) {
-        k->status = jev_fail(k->err, JEV_ERR_NOMEM, "weights: no %s memory for a %lld-float vector",
-                             k->m->ops->name, (long long)n);
+        k->status = jev_fail(k->err, JEV_ERR_NOMEM, "weights: no %s memory for a %lld-float vector", k->m->ops->name,
+                             (long long)n);
         return;
     }
     k->m->ops->upload(k->m->be, *dst, host, bytes);

@@ -21,14 +21,14 @@
 #include "model/weights.h" // defines: struct jev_weights
 
 struct jev_weights_mirror {
-    const struct jev_weights *w;   /* what the forward passes read: the model's, or copy below */
-    struct jev_weights copy;       /* the backend's copy (device pointers), when one was made */
-    bool owned;                    /* copy holds backend memory */
-    const struct jev_ops *ops;     /* backend that owns copy */
+    const struct jev_weights *w; /* what the forward passes read: the model's, or copy below */
+    struct jev_weights copy;     /* the backend's copy (device pointers), when one was made */
+    bool owned;                  /* copy holds backend memory */
+    const struct jev_ops *ops;   /* backend that owns copy */
     struct jev_backend *be;
-    const struct jev_config *cfg;  /* sizes of the vectors */
+    const struct jev_config *cfg;   /* sizes of the vectors */
     const struct jev_weights *host; /* the model's weights the copy was made from */
-    size_t bytes;                  /* backend bytes held by copy */
+    size_t bytes;                   /* backend bytes held by copy */
 };
 
 /* Makes the mirror (uploads everything for a device backend). On failure nothing is held and

@@ -43,16 +43,16 @@ extern "C" {
 #define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
 
 struct jev_backend {
-    int device;             /* CUDA device ordinal */
-    cudaStream_t stream;    /* every op is queued here */
-    cublasHandle_t blas;    /* bound to stream; pedantic f32 math (no TF32) */
-    char *stage;            /* device staging area [JEV_CUDA_STAGE_BYTES] */
-    size_t stage_used;      /* bytes handed out since the op began */
-    float *work;            /* device scratch for ops that need one (gathered rows, chunk matrices) */
-    size_t work_bytes;      /* its size; grown by jev_cuda_work (synchronizing) */
-    cudaError_t first_error; /* first CUDA error seen by an op (cudaSuccess if none) */
+    int device;                    /* CUDA device ordinal */
+    cudaStream_t stream;           /* every op is queued here */
+    cublasHandle_t blas;           /* bound to stream; pedantic f32 math (no TF32) */
+    char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
+    size_t stage_used;             /* bytes handed out since the op began */
+    float *work;                   /* device scratch for ops that need one (gathered rows, chunk matrices) */
+    size_t work_bytes;             /* its size; grown by jev_cuda_work (synchronizing) */
+    cudaError_t first_error;       /* first CUDA error seen by an op (cudaSuccess if none) */
     const char *first_error_where; /* the op that saw it */
-    int n_sm;               /* multiprocessors, for grid sizing */
+    int n_sm;                      /* multiprocessors, for grid sizing */
     /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */
     int64_t mem_now, mem_peak;
     struct jev_cuda_block *blocks;
@@ -103,8 +103,8 @@ void jev_cuda_gated_rmsnorm(struct jev_backend *be, const float *x, const float 
                             int32_t d, float eps, float *y);
 void jev_cuda_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
                           int32_t n_heads, int32_t head_dim);
-void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx,
-                             const float *w, int64_t n, float *x);
+void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                             int64_t n, float *x);
 void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
 /* cuda-matmul.cu: cuBLAS sgemm / sgemv over mirrored f32 weights, and the dequantizing upload */
