@@ -67,7 +67,11 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("jev %s\n", jev_version());
+#ifdef JEV_HAVE_CUDA
+        printf("jev %s (backends: cpu, cuda)\n", jev_version());
+#else
+        printf("jev %s (backends: cpu; make CUDA=1 adds cuda)\n", jev_version());
+#endif
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
