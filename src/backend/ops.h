@@ -8,11 +8,14 @@
  * (host for CPU, device for CUDA), allocated with ops->alloc; so do the
  * K/V rows, conv windows and recurrent states that run descriptors point at,
  * and the data of the weight matrices (the backend's mirror of the model's
- * weights, ops->matrix_mirror). Integer index arrays (ids, row_ids, idx)
- * and the descriptor arrays themselves (runs, spans) are host memory: they
+ * weights, ops->matrix_mirror). Integer index arrays (ids, row_ids, idx),
+ * vision_pos_add's tap weights w and the descriptor arrays themselves (runs,
+ * spans) are host memory: they
  * are small and built per call by the model layer; a device backend copies
  * them over as part of the op. Ops are queued in order on the backend's one
- * stream; ops->download waits for everything queued before it.
+ * stream; ops->download waits for everything queued before it. An instance
+ * is used from one host thread at a time (the engine's rule); a CUDA instance
+ * on a device other than 0 from the thread that created it.
  *
  * Shapes are row-major; `n` counts rows (tokens).
  */
@@ -174,7 +177,7 @@ struct jev_ops {
     void (*vision_attention)(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
                              float scale, float *out);
     /* x[r][:] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3, t_k = row idx[r][k] of table (dequantized), w = w[r][k];
-     * r < n: the bilinear learned position embedding. */
+     * r < n: the bilinear learned position embedding. idx and w are host arrays. */
     void (*vision_pos_add)(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
                            int64_t n, float *x);
 };

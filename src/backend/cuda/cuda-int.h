@@ -45,7 +45,7 @@ extern "C" {
 struct jev_backend {
     int device;                    /* CUDA device ordinal */
     cudaStream_t stream;           /* every op is queued here */
-    cublasHandle_t blas;           /* bound to stream; pedantic f32 math (no TF32) */
+    cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: f32 FMA, never TF32 */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
     size_t stage_used;             /* bytes handed out since the op began */
     float *work;                   /* device scratch for ops that need one (gathered rows, chunk matrices) */

@@ -128,6 +128,8 @@ void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
     if (chunk > n_rows)
         chunk = n_rows;
     float *buf = jev_cuda_work(be, (size_t)chunk * (size_t)cols * sizeof(float));
+    if (!buf) /* jev_cuda_work recorded the failure; writing through NULL would kill the context */
+        return;
     for (int64_t r0 = 0; r0 < n_rows; r0 += chunk) {
         int64_t nr = n_rows - r0 < chunk ? n_rows - r0 : chunk;
         gather_rows_kernel<<<(unsigned)nr, 256, 0, be->stream>>>(wd, cols, ids + r0, buf);

@@ -6,8 +6,10 @@
  * grid-stride loops with int64 indices (a prefill's n * d passes 2^31), and one block per row for the
  * norms, whose sums are a tree reduction in f32 (a different order from the CPU's index-order sum: the
  * parity tests allow NMSE 1e-7). Every formula is the CPU scalar reference's, term for term and with
- * the same libm functions (expf, tanhf, erff, log1pf, 1.0f / sqrtf), so that only rounding of the sum
- * order differs; nothing here uses the fast-math intrinsics.
+ * the same libm functions (expf, tanhf, erff, log1pf, 1.0f / sqrtf); nothing here uses the fast-math
+ * intrinsics. Rounding still differs by the sum order and by nvcc's contraction of a*b + c into one
+ * FMA (rope, layernorm, the position add: at most 1 ulp per op); the tanh-form GELU relies on that
+ * contraction to match the CPU's AVX2 fmadd.
  *
  * In place: where ops.h lets y be x, each output element is written by the thread that read it (and the
  * norms read the whole row before the reduction's barrier), so aliasing is safe.

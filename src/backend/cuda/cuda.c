@@ -131,8 +131,10 @@ void *jev_cuda_malloc(struct jev_backend *be, size_t bytes) {
         be->cap_blocks = cap;
     }
     void *p = NULL;
-    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess)
+    if (cudaMalloc(&p, bytes > 0 ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError(); /* not sticky: a later launch check must not report it as its own */
         return NULL;
+    }
     be->blocks[be->n_blocks++] = (struct jev_cuda_block){p, bytes};
     be->mem_now += (int64_t)bytes;
     if (be->mem_now > be->mem_peak)
