@@ -13,12 +13,13 @@
 # On the GPU machine, from the repository root:
 #   bash scripts/device/cuda-check.sh unpack tests agree profile bench report
 #
-# Steps: pack (dev machine) | unpack tests agree profile bench report
+# Steps: pack (dev machine) | unpack tests sanitize agree profile bench report (sanitize: the parity
+# binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a faulting op)
 # Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
 # PEER_RECORD (the transformers GPU f32 record to set beside jev; default the committed run 3),
 # MODEL (a model directory to use instead of synthesizing one).
-# Files back in $OUT: tests.txt, agree.txt, profile.txt, jev-cuda.json, report.md, report.svg,
-# compare.txt, log.txt.
+# Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, report.md,
+# report.svg, compare.txt, log.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/jev-cuda}
@@ -73,6 +74,21 @@ step_tests() {
     return 0
 }
 
+# the parity binaries under compute-sanitizer (memcheck, then racecheck): slow, run when time allows
+step_sanitize() {
+    local cs=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer t tool
+    [ -x "$cs" ] || die "$cs: not found"
+    : > "$OUT/sanitize.txt"
+    for tool in memcheck racecheck; do
+        for t in "$BIN"/test-cuda-*; do
+            log "compute-sanitizer --tool $tool ${t##*/}"
+            LD_LIBRARY_PATH=$BIN "$cs" --tool "$tool" --error-exitcode 9 "$t" > "$WORK/san.log" 2>&1 || true
+            grep -E '=========|PASSED|FAILED' "$WORK/san.log" | tail -8 | sed "s|^|${t##*/} $tool: |" >> "$OUT/sanitize.txt"
+        done
+    done
+    tee -a "$OUT/log.txt" < "$OUT/sanitize.txt"
+}
+
 # the same 8 questions through the CPU and the CUDA engine: the largest probability difference
 step_agree() {
     local q=(--model "$MODEL" --workload bench/dog-workload.json --decisions 8 --json)
@@ -124,7 +140,7 @@ step_report() {
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 for s in "$@"; do
     case $s in
-    pack | unpack | tests | agree | profile | bench | report) log "step $s"; "step_$s" ;;
-    *) die "unknown step '$s' (pack unpack tests agree profile bench report)" ;;
+    pack | unpack | tests | sanitize | agree | profile | bench | report) log "step $s"; "step_$s" ;;
+    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench report)" ;;
     esac
 done

@@ -288,6 +288,9 @@ static enum jev_status check_batch(const struct jev_lm *lm, const struct jev_lm_
                             "lm: out_idx[%d] = %d must be a batch row in [0, %d), strictly increasing", i,
                             b->out_idx[i], b->n_tokens);
     }
+    if (b->n_vocab_rows > lm->w->text.lm_head.rows)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "lm: %d vocab_rows exceed the vocabulary's %d", b->n_vocab_rows,
+                        lm->w->text.lm_head.rows);
     if (b->n_vocab_rows < 0 || (b->n_vocab_rows > 0 && !b->vocab_rows))
         return jev_fail(err, JEV_ERR_INVALID_ARG, "lm: n_vocab_rows %d without vocab_rows", b->n_vocab_rows);
     for (int32_t i = 0; i < b->n_vocab_rows; i++)

@@ -158,16 +158,17 @@ static void rule_case(struct jev_gdn_shape s, const int32_t *len, const bool *re
 static void test_gdn_rule(void **state) {
     (void)state;
     /* (hk, hv, dk, dv, chunk): small; grouped small; odd dims (dv not a multiple of a column slice); the 0.8B
-     * model's; grouped at the model's head dims */
-    const struct jev_gdn_shape shapes[5] = {
-        {2, 2, 16, 16, 64}, {2, 4, 16, 16, 64}, {1, 3, 24, 40, 64}, {16, 16, 128, 128, 64}, {2, 4, 128, 128, 64},
+     * model's; grouped at the model's head dims; a key dim above 128 (the kernel's 32-row form) */
+    const struct jev_gdn_shape shapes[6] = {
+        {2, 2, 16, 16, 64},      {2, 4, 16, 16, 64},   {1, 3, 24, 40, 64},
+        {16, 16, 128, 128, 64}, {2, 4, 128, 128, 64}, {1, 2, 256, 64, 64},
     };
     /* chunked 130 (three chunks), recurrent 1, chunked 64 (one chunk), recurrent 3, chunked 65, chunked 1 */
     const int32_t len[6] = {130, 1, 64, 3, 65, 1};
     const bool rec[6] = {false, true, false, true, false, false};
     const bool fresh[6] = {false, false, true, false, false, true};
-    for (int it = 0; it < 10; it++)
-        rule_case(shapes[it % 5], len, rec, fresh, 6, it >= 5);
+    for (int it = 0; it < 12; it++)
+        rule_case(shapes[it % 6], len, rec, fresh, 6, it >= 6);
 }
 
 /* The decision path's batch (65 runs of ~10 tokens) and a decode step (65 runs of one cached token). */

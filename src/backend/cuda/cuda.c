@@ -49,6 +49,8 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
         return jev_fail(err, JEV_ERR_CUDA, "cuda: device %d: %s", device, cudaGetErrorString(e));
     }
     be->n_sm = prop.multiProcessorCount;
+    const char *sync = getenv("JEV_CUDA_SYNC");
+    be->debug_sync = sync && *sync && strcmp(sync, "0") != 0;
     cublasStatus_t bs = cublasCreate(&be->blas);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetStream(be->blas, be->stream);
@@ -113,6 +115,8 @@ void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size,
 }
 
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where) {
+    if (e == cudaSuccess && be->debug_sync)
+        e = cudaStreamSynchronize(be->stream);
     if (e != cudaSuccess && be->first_error == cudaSuccess) {
         be->first_error = e;
         be->first_error_where = where;
@@ -234,7 +238,10 @@ static void cuda_zero(struct jev_backend *be, void *dst, size_t bytes) {
 
 static void cuda_sync(struct jev_backend *be) { jev_cuda_check(be, cudaStreamSynchronize(be->stream), "sync"); }
 
+/* Waits for the queued ops first: a fault inside a kernel shows only at a synchronization, and a
+ * forward that downloads nothing (a prefill) must still report its own. */
 static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err) {
+    jev_cuda_check(be, cudaStreamSynchronize(be->stream), "a queued op (JEV_CUDA_SYNC=1 names it)");
     if (be->first_error == cudaSuccess)
         return JEV_OK;
     return jev_fail(err, JEV_ERR_CUDA, "cuda: device %d: %s failed: %s", be->device,
