@@ -136,6 +136,16 @@ static inline struct serve_child serve_child_start(const char *model_dir, const 
     return c;
 }
 
+/* Fails the test unless the child's wait status is a clean exit 0, saying how it ended. */
+static inline void serve_child_expect_clean_exit(int status) {
+    if (status == -1)
+        fail_msg("jev serve: no child to reap");
+    if (WIFSIGNALED(status))
+        fail_msg("jev serve: ended by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        fail_msg("jev serve: exit status %d", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+}
+
 /* Sends sig to the child's group and reaps it; returns its wait status (-1 when there is no child). */
 static inline int serve_child_stop(struct serve_child *c, int sig) {
     int status = -1;

@@ -613,7 +613,7 @@ static void test_replica_killed_mid_load(void **state) {
     st = wait_exit(replica_pid[survivor], 60);
     assert_true(st != -1);
     replica_pid[survivor] = 0;
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    serve_child_expect_clean_exit(st);
 
     for (int b = 0; b < N_BODIES; b++)
         jev_free(L->want[b]);

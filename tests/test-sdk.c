@@ -174,9 +174,7 @@ static struct serve_child serve(const char *key) {
 
 /* SIGTERM; the server exits 0 (under ASan: with nothing leaked). */
 static void stop(struct serve_child *c) {
-    int status = serve_child_stop(c, SIGTERM);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    serve_child_expect_clean_exit(serve_child_stop(c, SIGTERM));
 }
 
 /* client.mjs against the port; its JSON report. */

@@ -593,8 +593,7 @@ static void test_cli_serve_stops_on_sigterm(void **state) {
         fail_msg("jev serve: no start line naming its port (got '%s')", line);
     assert_int_equal(r.status, 200);
     free(r.body);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    serve_child_expect_clean_exit(status);
 }
 
 /* --max-tokens sizes the engine: a request longer than it is refused with the context error, not served */
@@ -614,8 +613,7 @@ static void test_cli_engine_size(void **state) {
     if (!strstr(r.body, "exceed_context_size_error"))
         fail_msg("a 16-token engine answered: %s", r.body);
     free(r.body);
-    assert_true(WIFEXITED(status));
-    assert_int_equal(WEXITSTATUS(status), 0);
+    serve_child_expect_clean_exit(status);
 }
 
 int main(void) {

@@ -3,14 +3,19 @@
  * model, one engine and one decider, until SIGINT or SIGTERM; then it stops
  * cleanly (the decision in progress finishes, connections close).
  *
- * The signals are blocked before the server starts, so libmicrohttpd's
- * threads inherit the mask and the main thread alone takes them through
- * sigwait: no handler runs in the middle of a request.
+ * Stopping: SIGINT and SIGTERM run a handler that only writes one byte to a
+ * pipe, which the main thread waits on. A handler, not a blocked mask and
+ * sigwait: threads that exist before main can block anything (OpenBLAS
+ * starts its own when the library loads) would take a process-directed
+ * signal with its default action and kill the server mid-request. SA_RESTART
+ * keeps the interrupted calls of whichever thread ran the handler going.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/log.h"        // defines: jev_log_set_level
 #include "cli-args.h"        // defines: cli_parse_long
@@ -36,6 +41,15 @@ static void usage(FILE *f) {
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  -v                   one log line per request on stderr\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n");
+}
+
+/* The stop pipe: the signal handler's only effect (write is async-signal-safe). */
+static int stop_pipe[2] = {-1, -1};
+
+static void on_stop_signal(int sig) {
+    unsigned char b = (unsigned char)sig;
+    ssize_t n = write(stop_pipe[1], &b, 1);
+    (void)n; /* a full pipe already holds a stop request */
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -111,12 +125,18 @@ int cmd_serve(int argc, char **argv) {
     if (verbose)
         jev_log_set_level(JEV_LOG_INFO);
 
-    /* SIGINT and SIGTERM blocked from here on, in every thread started after this */
-    sigset_t sigs;
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    /* SIGINT and SIGTERM from here on: one byte into the stop pipe, whichever thread takes them */
+    if (pipe(stop_pipe) != 0) {
+        fprintf(stderr, "jev serve: cannot create the stop pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up mid-response is an error return, not death */
 
     struct jev_model_params mp = jev_model_default_params();
@@ -150,8 +170,9 @@ int cmd_serve(int argc, char **argv) {
            host, v6 ? "]" : "", jev_server_port(server), dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
            sp.http_threads, sp.max_queue);
     fflush(stdout);
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    unsigned char sig = 0;
+    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR)
+        ;
     fprintf(stderr, "jev serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
     rc = 0;
 done:
@@ -159,5 +180,9 @@ done:
     jev_decider_close(decider);
     jev_engine_free(engine);
     jev_model_free(model);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
     return rc;
 }
