@@ -359,6 +359,26 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
 }
 
 /*
+ * Copies rows [row, row + n) of kbuf / vbuf into seq's cache at its next n positions, one copy per
+ * stretch of rows that are adjacent in the cache (a K/V page holds JEV_KV_PAGE consecutive rows of
+ * a layer): a few copies per run instead of two per token, which a device backend launches each.
+ */
+static void store_kv(struct jev_lm *lm, struct jev_seq *seq, int32_t full, int64_t row, int32_t n) {
+    const int64_t kv = lm->cfg->text.kv_dim;
+    const int32_t p0 = seq->n_tokens;
+    for (int32_t i = 0; i < n;) {
+        float *k0 = jev_seq_k_row(seq, full, p0 + i), *v0 = jev_seq_v_row(seq, full, p0 + i);
+        int32_t len = 1;
+        while (i + len < n && jev_seq_k_row(seq, full, p0 + i + len) == k0 + len * kv &&
+               jev_seq_v_row(seq, full, p0 + i + len) == v0 + len * kv)
+            len++;
+        lm->ops->copy(lm->be, k0, lm->kbuf + (row + i) * kv, len * kv);
+        lm->ops->copy(lm->be, v0, lm->vbuf + (row + i) * kv, len * kv);
+        i += len;
+    }
+}
+
+/*
  * Gated attention (HF Qwen3_5Attention.forward): per-head [query | gate]
  * projection, q_norm / k_norm per head, partial M-RoPE, new K/V into each
  * sequence's cache, causal softmax over prefix + own K/V, o * sigmoid(gate),
@@ -390,12 +410,7 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
         struct jev_seq *seq = lm->slice_seq[r];
         int32_t n = lm->slice_len[r];
         /* the run's K/V join the cache before attention: query i sees keys 0..n_past+i */
-        for (int32_t i = 0; i < n; i++) {
-            ops->copy(lm->be, jev_seq_k_row(seq, full, seq->n_tokens + i), lm->kbuf + (row + i) * t->kv_dim,
-                      t->kv_dim);
-            ops->copy(lm->be, jev_seq_v_row(seq, full, seq->n_tokens + i), lm->vbuf + (row + i) * t->kv_dim,
-                      t->kv_dim);
-        }
+        store_kv(lm, seq, full, row, n);
         struct jev_attn_run *a = &lm->attn_runs[r];
         struct jev_kv_span *spans = lm->spans + (size_t)r * (size_t)lm->p.max_spans;
         a->row0 = row;
