@@ -453,10 +453,20 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
 
     /* embeddings, with caller rows where given (HF: masked_scatter of the image features) */
     ops->embed(lm->be, &W->embed, b->ids + row0, T, lm->x);
-    if (b->embd_rows) /* caller rows are host memory (the vision output) */
-        for (int64_t i = 0; i < T; i++)
-            if (b->embd_rows[row0 + i])
-                ops->upload(lm->be, lm->x + i * D, b->embd_rows[row0 + i], (size_t)D * sizeof(float));
+    /* caller rows are host memory (the vision output): one upload per stretch of rows adjacent there */
+    if (b->embd_rows)
+        for (int64_t i = 0; i < T;) {
+            const float *src = b->embd_rows[row0 + i];
+            if (!src) {
+                i++;
+                continue;
+            }
+            int64_t len = 1;
+            while (i + len < T && b->embd_rows[row0 + i + len] == src + len * D)
+                len++;
+            ops->upload(lm->be, lm->x + i * D, src, (size_t)(len * D) * sizeof(float));
+            i += len;
+        }
     hook(lm, "embed", -1, lm->x, row0, T, D);
 
     /* rotary tables once for every attention layer of the slice: they depend on positions only */
