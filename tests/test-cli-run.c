@@ -73,6 +73,9 @@ static void test_forks_and_errors(void **state) {
     assert_int_equal(run("--ids 1,x,3", out, sizeof out), 2);
     assert_int_equal(run("--chunk 0", out, sizeof out), 2);
     assert_int_equal(run("--bogus", out, sizeof out), 2);
+    /* the CPU's FMA peak is no yardstick for another backend */
+    assert_int_equal(run("--random-tokens 4 --peak --backend cuda", out, sizeof out), 2);
+    assert_non_null(strstr(out, "--peak measures the CPU"));
     assert_int_equal(run("--ids 999999999", out, sizeof out), 1); /* outside the vocabulary */
     assert_non_null(strstr(out, "outside the vocabulary"));
 }

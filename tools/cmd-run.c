@@ -161,6 +161,11 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
 
+    if (peak && backend && strcmp(backend, "cpu") != 0) {
+        fprintf(stderr, "jev run: --peak measures the CPU's FMA peak; it says nothing about --backend %s\n", backend);
+        free(ids);
+        return 2;
+    }
     struct jev_model_params mp = jev_model_default_params();
     mp.n_threads = (int32_t)threads;
     mp.backend = backend;
