@@ -255,12 +255,18 @@ static void test_generate(void **state) {
     same_answers(JEV_DECIDE_GENERATE, JEV_SCORING_LABEL);
 }
 
-/* Freeing the staged engine gives back every block and every matrix mirror it took. */
-static void test_frees_what_it_allocates(void **state) {
-    (void)state;
+/* A small engine's sizes, for the tests that build and free staged engines of their own. */
+static struct jev_engine_params small_engine(void) {
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_batch = 4;
     ep.max_tokens = 512;
+    return ep;
+}
+
+/* Freeing the staged engine gives back every block and every matrix mirror it took. */
+static void test_frees_what_it_allocates(void **state) {
+    (void)state;
+    struct jev_engine_params ep = small_engine();
     struct jev_engine *e = NULL;
     int64_t a0 = g_count.allocs, f0 = g_count.frees, m0 = g_count.mirrors, r0 = g_count.releases;
     assert_int_equal(jev_engine_init_on(F.model, &ep, &staged_ops, F.be, &e), JEV_OK);
@@ -275,9 +281,7 @@ static void test_frees_what_it_allocates(void **state) {
  * gives back everything taken before it. */
 static void test_mirror_failure_cleans_up(void **state) {
     (void)state;
-    struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = 4;
-    ep.max_tokens = 512;
+    struct jev_engine_params ep = small_engine();
     struct jev_engine *e = NULL;
     int64_t a0 = g_count.allocs, f0 = g_count.frees, m0 = g_count.mirrors, r0 = g_count.releases;
     g_fail_mirror_at = m0 + 5;

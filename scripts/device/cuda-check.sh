@@ -100,10 +100,8 @@ a, b = (json.load(open(p))["answers"] for p in sys.argv[1:3])
 worst, same = 0.0, True
 for k, x in a.items():
     y = b[k]
-    for key in ("probabilities",):
-        if key in x:
-            for o, p in x[key].items():
-                worst = max(worst, abs(p - y[key][o]))
+    for o, p in x.get("probabilities", {}).items():
+        worst = max(worst, abs(p - y["probabilities"][o]))
     for key in ("noul", "score"):
         if key in x:
             worst = max(worst, abs(x[key] - y[key]))

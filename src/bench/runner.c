@@ -403,7 +403,7 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.resized_width = b->resized_w;
     env.resized_height = b->resized_h;
     env.threads = jev_pool_size(b->engine->pool);
-    env.backend = b->engine->ops->host_memory ? "cpu" : "cuda";
+    env.backend = b->engine->ops->name;
     env.gpu_memory_bytes = JEV_BENCH_NONE;
 #ifdef JEV_HAVE_CUDA
     char gpu_name[256], gpu_driver[64];

@@ -53,21 +53,11 @@ size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_para
 
 /* ---- pool lifetime ---- */
 
-/* The two big blocks come from the backend when there is one (device memory), else calloc;
- * both hand out zeroed memory. n floats; an overflowing size is refused. */
+/* The two big blocks, zeroed, in the backend's memory. n floats; an overflowing size is refused. */
 static float *block_alloc(const struct jev_state *st, size_t n) {
     if (n > SIZE_MAX / sizeof(float))
         return NULL;
-    if (st->ops)
-        return st->ops->alloc(st->be, n * sizeof(float));
-    return calloc(n, sizeof(float));
-}
-
-static void block_free(const struct jev_state *st, float *p) {
-    if (st->ops)
-        st->ops->free(st->be, p);
-    else
-        free(p);
+    return st->ops->alloc(st->be, n * sizeof(float));
 }
 
 /*
@@ -104,8 +94,9 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
     size_t page_floats = (size_t)st->n_full * 2 * JEV_KV_PAGE * (size_t)st->kv_dim;
     size_t lin_floats = (size_t)st->n_linear * (size_t)lin_floats_per_layer(t);
     st->bytes = jev_state_bytes(cfg, p);
-    st->ops = p->ops;
-    st->be = p->be;
+    /* no backend named: the CPU's memory ops (host memory; they need no instance) */
+    st->ops = p->ops ? p->ops : &jev_cpu_ops;
+    st->be = p->ops ? p->be : NULL;
     if (st->n_pages > 0 && page_floats > 0)
         st->kv = block_alloc(st, (size_t)st->n_pages * page_floats);
     if (lin_floats > 0)
@@ -135,8 +126,10 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
 }
 
 void jev_state_free(struct jev_state *st) {
-    block_free(st, st->kv);
-    block_free(st, st->lin);
+    if (st->ops) {
+        st->ops->free(st->be, st->kv);
+        st->ops->free(st->be, st->lin);
+    }
     free(st->seqs);
     free(st->page_table);
     free(st->free_pages);
@@ -186,12 +179,8 @@ enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct j
     struct jev_seq *q = take_slot(st, err);
     if (!q)
         return err ? err->status : JEV_ERR_CONTEXT_FULL;
-    if (q->conv) {
-        if (st->ops)
-            st->ops->zero(st->be, q->conv, lin_bytes(st));
-        else
-            memset(q->conv, 0, lin_bytes(st));
-    }
+    if (q->conv)
+        st->ops->zero(st->be, q->conv, lin_bytes(st));
     *out = q;
     return JEV_OK;
 }
@@ -218,12 +207,8 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
     parent->refs++;
     parent->n_children++;
     /* The fixed-size part: conv windows and recurrent matrices. */
-    if (q->conv) {
-        if (st->ops)
-            st->ops->copy(st->be, q->conv, parent->conv, (int64_t)(lin_bytes(st) / sizeof(float)));
-        else
-            memcpy(q->conv, parent->conv, lin_bytes(st));
-    }
+    if (q->conv)
+        st->ops->copy(st->be, q->conv, parent->conv, (int64_t)(lin_bytes(st) / sizeof(float)));
     st->n_forks++;
     *out = q;
     return JEV_OK;

@@ -45,7 +45,7 @@ struct jev_state_params {
     int32_t max_seqs;   /* sequences alive at once (forks and released parents included) */
     int32_t kv_tokens;  /* own tokens of all live sequences together; 0 = 2 * max_tokens */
     /* Where the K/V pool and the linear states live: the backend's memory (device memory for
-     * CUDA), so that the ops read them in place. NULL: host memory (calloc), as for the CPU. */
+     * CUDA), so that the ops read them in place. NULL: the CPU's (host memory, calloc'ed). */
     const struct jev_ops *ops;
     struct jev_backend *be;
 };
@@ -84,7 +84,7 @@ struct jev_state {
     int32_t max_pages;      /* pages one sequence may own */
     int32_t n_pages;        /* pages in the pool */
     /* storage (allocated once) */
-    const struct jev_ops *ops; /* the backend owning kv and lin (NULL: host calloc) */
+    const struct jev_ops *ops; /* the backend owning kv and lin (jev_cpu_ops when none was named) */
     struct jev_backend *be;
     float *kv;              /* [n_pages][n_full][2][JEV_KV_PAGE][kv_dim] */
     float *lin;             /* [max_seqs][n_linear * ((K-1)*conv_dim + ssm_floats)] */

@@ -127,7 +127,7 @@ static enum jev_status walk_all(struct jev_weights_mirror *m, const struct jev_w
                                 struct jev_error *err) {
     struct walk k = {m, release, err, JEV_OK};
     walk_text(&k, &host->text, &m->copy.text);
-    if (m->cfg->has_vision && host->vision.blocks)
+    if (m->cfg->has_vision && host->vision.blocks && m->copy.vision.blocks)
         walk_vision(&k, &host->vision, &m->copy.vision);
     return k.status;
 }
@@ -167,7 +167,7 @@ enum jev_status jev_weights_mirror_init(struct jev_weights_mirror *m, const stru
 
 void jev_weights_mirror_free(struct jev_weights_mirror *m) {
     if (m->owned) {
-        if (m->copy.text.layers && (!m->cfg->has_vision || !m->host->vision.blocks || m->copy.vision.blocks))
+        if (m->copy.text.layers)
             walk_all(m, m->host, true, NULL);
         free(m->copy.text.layers);
         free(m->copy.vision.blocks);
