@@ -126,6 +126,9 @@ format:
 	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src include -name '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz build-portable build-cuda
+	rm -rf build build-asan build-fuzz build-portable build-cuda build-portable-cuda
 
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d)
+# Header dependencies of every object (a stale object built against an older struct layout calls
+# the wrong function pointers: the CUDA parity tests and bench programs are objects too).
+-include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d) $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%.d) \
+         $(wildcard $(BUILD)/bench/*.d)

@@ -66,7 +66,7 @@ step_tests() {
     local t rc all=0
     for t in "$BIN"/test-cuda-*; do
         rc=0
-        (cd "$PWD" && LD_LIBRARY_PATH=$BIN "$t") >> "$OUT/tests.txt" 2>&1 || rc=$?
+        (cd "$PWD" && CMOCKA_TEST_ABORT=1 LD_LIBRARY_PATH=$BIN "$t") >> "$OUT/tests.txt" 2>&1 || rc=$?
         log "${t##*/}: exit $rc"
         [ $rc -eq 0 ] || all=1
     done

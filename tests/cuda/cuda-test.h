@@ -19,10 +19,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <execinfo.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "backend/cpu/cpu.h" // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "backend/ops.h"     // defines: jev_cuda_ops, jev_cuda_backend_new
@@ -34,8 +37,27 @@ static struct jev_pool *ct_pool;
 static struct jev_backend *ct_cpu; /* reference */
 static struct jev_backend *ct_gpu; /* under test */
 
+/* The GPU machine has no debugger: a crash prints its address and the stack (module+offset pairs for
+ * addr2line against the unstripped binary). Run with CMOCKA_TEST_ABORT=1 so that cmocka leaves
+ * SIGSEGV to this handler instead of catching it per test (it cannot catch a fault in another thread). */
+static void ct_crash(int sig, siginfo_t *info, void *ctx) {
+    (void)ctx;
+    char line[96];
+    int n = snprintf(line, sizeof line, "\ncrash: signal %d at address %p, stack:\n", sig, info->si_addr);
+    if (write(2, line, (size_t)n) < 0) { /* nothing better to do in a signal handler */
+    }
+    void *frames[48];
+    backtrace_symbols_fd(frames, backtrace(frames, 48), 2);
+    _exit(128 + sig);
+}
+
 static int ct_setup(void **state) {
     (void)state;
+    struct sigaction sa = {0};
+    sa.sa_sigaction = ct_crash;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGSEGV, &sa, NULL);
+    sigaction(SIGBUS, &sa, NULL);
     struct jev_error err = {0};
     if (jev_pool_init(&ct_pool, 4, &err) != JEV_OK)
         return -1;
