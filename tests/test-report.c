@@ -763,6 +763,75 @@ static void test_svg_well_formed(void **state) {
     jev_bench_record_free(peer);
 }
 
+/* A copy of a record with only the rows of `decisions` (runs, agreement and settings.counts). */
+static json_t *only_count(const json_t *doc, long long decisions) {
+    json_t *c = json_deep_copy(doc);
+    assert_non_null(c);
+    json_t *runs = json_object_get(c, "runs"), *ag = json_object_get(c, "agreement");
+    for (size_t i = json_array_size(runs); i-- > 0;)
+        if (json_integer_value(json_object_get(json_array_get(runs, i), "decisions")) != decisions)
+            json_array_remove(runs, i);
+    for (size_t i = json_array_size(ag); i-- > 0;)
+        if (json_integer_value(json_object_get(json_array_get(ag, i), "decisions")) != decisions)
+            json_array_remove(ag, i);
+    json_object_set_new(json_object_get(c, "settings"), "counts", json_pack("[I]", (json_int_t)decisions));
+    return c;
+}
+
+/* One system measured in two runs with disjoint rows shares a column and a line per path; files
+ * with the same rows stay apart (" #2"); a GPU peer's ratio is against jev on the GPU. */
+static void test_side_by_side_series(void **state) {
+    (void)state;
+    struct jev_bench_record *jev = make_record(3, 1.0, NULL), *gpu = make_record(3, 0.1, NULL);
+    struct jev_bench_record *peer = make_record(3, 0.25, "transformers");
+    json_t *part1 = only_count(jev_bench_record_json(jev), 1), *part4 = only_count(jev_bench_record_json(jev), 4);
+    json_t *gpu_doc = json_deep_copy(jev_bench_record_json(gpu));
+    json_object_set_new(json_object_get(gpu_doc, "environment"), "backend", json_string("cuda"));
+    struct jev_report_source src[4] = {{part1, "jev-1.json"},
+                                       {part4, "jev-4.json"},
+                                       {gpu_doc, "jev-cuda.json"},
+                                       {jev_bench_record_json(peer), "peer.json"}};
+    struct jev_report_params p = {src, 4, NULL, NULL};
+    struct jev_error err = {0};
+    char *md = NULL;
+    size_t len = 0;
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    char rows[16][256], header[512];
+    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 6);
+    assert_string_equal(header, "Decisions\tPath\tjev cpu total ms\tjev cuda total ms\tjev cuda / jev cpu\t"
+                                "transformers cuda total ms\ttransformers cuda / jev cuda");
+    /* (1, shared): cpu 310 from jev-1.json; cuda 31; peer 77.5 = 2.5 x jev cuda */
+    assert_string_equal(rows[2], "1\tshared\t310.0\t31.0\t0.10\t77.5\t2.50");
+    /* (4, shared): cpu 1210 from jev-4.json */
+    assert_string_equal(rows[5], "4\tshared\t1210.0\t121.0\t0.10\t302.5\t2.50");
+    assert_non_null(strstr(md, "- jev cpu: jev-1.json (machine: testhost); jev-4.json (machine: testhost)\n"));
+    free(md);
+
+    char *svg = NULL;
+    assert_int_equal(jev_report_svg(&p, &svg, &len, &err), JEV_OK);
+    int polylines, dashed;
+    svg_check(svg, &polylines, &dashed);
+    assert_int_equal(polylines, 9); /* 3 series x 3 paths: the two cpu files draw one line per path */
+    free(svg);
+
+    /* the same rows twice: two columns, the second labelled #2 */
+    src[1] = (struct jev_report_source){part1, "jev-1-again.json"};
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 6);
+    assert_string_equal(header, "Decisions\tPath\tjev cpu total ms\tjev cpu #2 total ms\tjev cpu #2 / jev cpu\t"
+                                "jev cuda total ms\tjev cuda / jev cpu\ttransformers cuda total ms\t"
+                                "transformers cuda / jev cuda");
+    /* no jev cpu row at 4: its ratio is n/a, the peer still has jev cuda */
+    assert_string_equal(rows[5], "4\tshared\tn/a\tn/a\tn/a\t121.0\tn/a\t302.5\t2.50");
+    free(md);
+    json_decref(part1);
+    json_decref(part4);
+    json_decref(gpu_doc);
+    jev_bench_record_free(jev);
+    jev_bench_record_free(gpu);
+    jev_bench_record_free(peer);
+}
+
 /* ---- CLI ---- */
 
 static void test_cli(void **state) {
@@ -821,6 +890,7 @@ int main(void) {
         cmocka_unit_test(test_median_rule),
         cmocka_unit_test(test_seed_tables_regenerate),
         cmocka_unit_test(test_side_by_side_ratio),
+        cmocka_unit_test(test_side_by_side_series),
         cmocka_unit_test(test_svg_well_formed),
         cmocka_unit_test(test_cli),
     };

@@ -41,12 +41,20 @@ struct jev_report_src {
     const json_t *doc; /* the record */
     const char *name;  /* its file */
     bool reference;    /* the --reference record */
-    char label[112];   /* "jev cpu", "transformers cuda", "mlx-vlm metal (reference)" */
+    char base[96];     /* "<jev or the peer> <backend>[ (reference)]" */
+    char label[112];   /* base, or base " #2" for a second series of the same system */
+    int series;        /* index of the first source of its series (itself for a series' first file) */
 };
 
 /* Fills s (room for JEV_REPORT_MAX_SOURCES) with the files, then the
- * reference; labels made unique with " #2", " #3". Returns the count. */
+ * reference. A file joins the series of an earlier file of the same system
+ * (same peer or jev, same backend) when no (decisions, path) row is in both;
+ * other same-system files get labels " #2", " #3". Returns the count. */
 int jev_report_sources(const struct jev_report_params *p, struct jev_report_src *s);
+
+/* The median total of (d, path) in the series headed by s[head]: from its first file holding
+ * that row; NAN when none does. */
+double jev_report_series_median(const struct jev_report_src *s, int n, int head, long long d, const char *path);
 
 /* The union of the sources' counts (ascending) and paths (first seen first).
  * counts needs JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES entries, paths

@@ -76,7 +76,7 @@ static double svg_y(double v, double lo, double hi) {
 /* The plot. Ranges first (x over the union of counts with 5% padding so end
  * markers clear the frame, y over every median widened to whole decades so
  * the ticks land on 1, 2, 5 x 10^k), then grid, labels, frame, and one
- * polyline + markers + legend line per (source, path). */
+ * polyline + markers + legend line per (series, path). */
 enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, size_t *len, struct jev_error *err) {
     *out = NULL;
     *len = 0;
@@ -90,19 +90,24 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
     int nc, np;
     jev_report_axes(s, n, counts, &nc, paths, &np);
 
-    /* ranges: x over the counts, y over every median total, widened to whole decades */
+    /* ranges: x over the counts, y over every median total, widened to whole decades; a line per
+     * (series, path) that has a point */
     double ymin = INFINITY, ymax = 0.0;
     int n_series = 0;
     for (int i = 0; i < n; i++) {
-        const json_t *sp = jev_report_setting(s[i].doc, "paths"), *sc = jev_report_setting(s[i].doc, "counts");
-        for (size_t k = 0; k < json_array_size(sp); k++) {
-            n_series++;
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                double t = jev_report_total_median(s[i].doc, json_integer_value(json_array_get(sc, c)),
-                                        json_string_value(json_array_get(sp, k)));
+        if (s[i].series != i)
+            continue;
+        for (int pi = 0; pi < np; pi++) {
+            bool any = false;
+            for (int c = 0; c < nc; c++) {
+                double t = jev_report_series_median(s, n, i, counts[c], paths[pi]);
+                if (isnan(t))
+                    continue;
+                any = true;
                 ymin = fmin(ymin, t);
                 ymax = fmax(ymax, t);
             }
+            n_series += any;
         }
     }
     if (!(ymin > 0.0 && ymax >= ymin)) { /* unreachable for validated records: keep the axes finite anyway */
@@ -177,35 +182,39 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
     jev_report_buf_printf(&b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333333\"/>\n",
                SVG_LEFT, SVG_TOP, SVG_PW, SVG_PH);
 
-    /* series: one polyline per (source, path), markers at the measured counts */
+    /* one polyline per (series, path), markers at the measured counts */
     int file_index = 0, entry = 0;
     for (int i = 0; i < n; i++) {
-        const json_t *sp = jev_report_setting(s[i].doc, "paths"), *sc = jev_report_setting(s[i].doc, "counts");
+        if (s[i].series != i)
+            continue;
         const char *dash = source_dash(&s[i], file_index);
-        for (size_t k = 0; k < json_array_size(sp); k++) {
-            const char *path = json_string_value(json_array_get(sp, k));
-            int pi = 0;
-            while (pi < np && strcmp(paths[pi], path))
-                pi++;
-            const char *color = path_color(path, pi);
+        for (int pi = 0; pi < np; pi++) {
+            const char *path = paths[pi], *color = path_color(path, pi);
+            double xs[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES], ys[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES];
+            int m = 0;
+            for (int c = 0; c < nc; c++) {
+                double t = jev_report_series_median(s, n, i, counts[c], path);
+                if (isnan(t))
+                    continue;
+                xs[m] = svg_x((double)counts[c], xlo, xhi);
+                ys[m++] = svg_y(t, ylo, yhi);
+            }
+            if (m == 0)
+                continue;
             jev_report_buf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"", color,
-                       s[i].reference ? "1.5" : "2", dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                long long d = json_integer_value(json_array_get(sc, c));
-                double t = jev_report_total_median(s[i].doc, d, path);
-                jev_report_buf_printf(&b, "%s%.1f,%.1f", c ? " " : "", svg_x((double)d, xlo, xhi), svg_y(t, ylo, yhi));
-            }
+                                  s[i].reference ? "1.5" : "2", dash[0] ? " stroke-dasharray=\"" : "", dash,
+                                  dash[0] ? "\"" : "");
+            for (int c = 0; c < m; c++)
+                jev_report_buf_printf(&b, "%s%.1f,%.1f", c ? " " : "", xs[c], ys[c]);
             jev_report_buf_puts(&b, "\"/>\n");
-            for (size_t c = 0; c < json_array_size(sc); c++) {
-                long long d = json_integer_value(json_array_get(sc, c));
-                double t = jev_report_total_median(s[i].doc, d, path);
-                jev_report_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"/>\n",
-                           svg_x((double)d, xlo, xhi), svg_y(t, ylo, yhi), s[i].reference ? "#ffffff" : color, color);
-            }
-            /* the legend entry of this series */
+            for (int c = 0; c < m; c++)
+                jev_report_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"/>\n", xs[c],
+                                      ys[c], s[i].reference ? "#ffffff" : color, color);
+            /* the legend entry of this line */
             double lx = SVG_LEFT + SVG_PW + 25.0, ly = SVG_TOP + 10.0 + SVG_ROW * entry++;
             jev_report_buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s%s%s/>\n",
-                       lx, ly, lx + 30.0, ly, color, dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
+                                  lx, ly, lx + 30.0, ly, color, dash[0] ? " stroke-dasharray=\"" : "", dash,
+                                  dash[0] ? "\"" : "");
             jev_report_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">", lx + 38.0, ly + 4.0);
             xml_text(&b, s[i].label);
             jev_report_buf_puts(&b, ": ");

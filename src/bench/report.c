@@ -280,7 +280,20 @@ static const char *peak_meaning(const char *kind) {
 
 /* ---- sources ---- */
 
-/* Files then the reference; labels made unique with " #2", " #3". */
+/* True when no (decisions, path) row of record a is also a row of record b. */
+static bool rows_disjoint(const json_t *a, const json_t *b) {
+    const json_t *runs = json_object_get(a, "runs");
+    for (size_t k = 0; k < json_array_size(runs); k++) {
+        const json_t *r = json_array_get(runs, k);
+        if (run_get(b, json_integer_value(json_object_get(r, "decisions")), json_string_value(json_object_get(r, "path"))))
+            return false;
+    }
+    return true;
+}
+
+/* Files then the reference. A file joins the series of an earlier one with the same label when
+ * their rows are disjoint (one system measured in two runs, e.g. counts 1 4 16, then 64); other
+ * labels are made unique with " #2", " #3". */
 int jev_report_sources(const struct jev_report_params *p, struct jev_report_src *s) {
     int n = 0;
     for (int32_t i = 0; i < p->n_files && n < JEV_REPORT_MAX_SOURCES; i++, n++) {
@@ -299,17 +312,42 @@ int jev_report_sources(const struct jev_report_params *p, struct jev_report_src 
         const char *backend = env_str(s[i].doc, NULL, "backend");
         char base[96];
         snprintf(base, sizeof base, "%.40s %.40s%s", peer ? peer : "jev", backend, s[i].reference ? " (reference)" : "");
+        s[i].series = i;
         int same = 0;
-        for (int j = 0; j < i; j++) {
-            size_t bl = strlen(base);
-            same += !strncmp(s[j].label, base, bl) && (s[j].label[bl] == '\0' || s[j].label[bl] == ' ');
+        for (int j = 0; j < i && s[i].series == i; j++) {
+            if (s[j].series != j || strcmp(s[j].base, base))
+                continue;
+            bool disjoint = !s[j].reference && !s[i].reference;
+            for (int m = j; m < i && disjoint; m++)
+                disjoint = s[m].series != j || rows_disjoint(s[i].doc, s[m].doc);
+            if (disjoint)
+                s[i].series = j;
+            else
+                same++;
         }
-        if (same)
+        snprintf(s[i].base, sizeof s[i].base, "%s", base);
+        if (s[i].series != i)
+            snprintf(s[i].label, sizeof s[i].label, "%s", s[s[i].series].label);
+        else if (same)
             snprintf(s[i].label, sizeof s[i].label, "%s #%d", base, same + 1);
         else
             snprintf(s[i].label, sizeof s[i].label, "%s", base);
     }
     return n;
+}
+
+double jev_report_series_median(const struct jev_report_src *s, int n, int head, long long d, const char *path) {
+    for (int i = head; i < n; i++)
+        if (s[i].series == head && run_get(s[i].doc, d, path))
+            return jev_report_total_median(s[i].doc, d, path);
+    return NAN;
+}
+
+/* The kind of device a source ran on: its backend up to a '-' or ':' ("cuda-f32", "cuda:1" -> "cuda"). */
+static size_t device_kind(const json_t *doc, const char **kind) {
+    const char *b = env_str(doc, NULL, "backend");
+    *kind = b ? b : "";
+    return strcspn(*kind, "-:");
 }
 
 /* The base of ratios: the first file that is jev's own record, else the first. */
@@ -318,6 +356,20 @@ static int base_index(const struct jev_report_src *s, int n) {
         if (!s[i].reference && json_is_null(env_get(s[i].doc, "peer")))
             return i;
     return 0;
+}
+
+/* The base of one column's ratios: jev's first series on the same kind of device (a GPU peer is
+ * set against jev on the GPU), else the report's base; a jev column's own base is the report's. */
+static int ratio_base(const struct jev_report_src *s, int n, int i, int base) {
+    const char *ki, *kj;
+    size_t li = device_kind(s[i].doc, &ki);
+    for (int j = 0; j < n; j++) {
+        size_t lj = device_kind(s[j].doc, &kj);
+        if (j != i && s[j].series == j && !s[j].reference && json_is_null(env_get(s[j].doc, "peer")) && li == lj &&
+            !strncmp(ki, kj, li))
+            return j;
+    }
+    return base;
 }
 
 /* ---- Markdown: one file ---- */
@@ -753,73 +805,83 @@ double jev_report_total_median(const json_t *doc, long long d, const char *path)
     return jev_report_median(v, n); /* NAN when there is no such run */
 }
 
-/* Median totals of every source per row, each followed by its ratio to the
- * base source. Rows any source lacks show n/a rather than disappearing, so
- * a missing measurement is visible. */
+/* Median totals of every series per row (a series: the files of one system, see
+ * jev_report_sources), each followed by its ratio to jev on the same kind of device. Rows a
+ * series lacks show n/a rather than disappearing, so a missing measurement is visible. */
 static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_src *s, int n) {
     long long counts[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES];
     const char *paths[JEV_BENCH_MAX_PATHS * JEV_REPORT_MAX_SOURCES];
     int nc, np;
     jev_report_axes(s, n, counts, &nc, paths, &np);
     int base = base_index(s, n);
-    jev_report_buf_puts(b, "## Side by side\n\nMedian total ms per row; each ratio is that source's total divided by the "
-                "total of ");
+    jev_report_buf_puts(b, "## Side by side\n\nMedian total ms per row; each ratio is that column's total divided by "
+                           "the total of jev on the same kind of device, else of ");
     md_text(b, s[base].label);
-    jev_report_buf_puts(b, " (above 1: slower than it).\n\n");
-    for (int i = 0; i < n; i++) {
-        const char *machine = env_str(s[i].doc, NULL, "machine");
+    jev_report_buf_puts(b, " (above 1: slower than it). Files of one system with disjoint rows share a column.\n\n");
+    /* the columns: the base series first, then every other series in file order */
+    int order[JEV_REPORT_MAX_SOURCES], ratio_of[JEV_REPORT_MAX_SOURCES], k = 0;
+    order[k++] = s[base].series;
+    for (int i = 0; i < n; i++)
+        if (s[i].series == i && i != s[base].series)
+            order[k++] = i;
+    for (int c = 0; c < k; c++) {
+        ratio_of[c] = ratio_base(s, n, order[c], s[base].series);
         jev_report_buf_puts(b, "- ");
-        md_text(b, s[i].label);
+        md_text(b, s[order[c]].label);
         jev_report_buf_puts(b, ": ");
-        md_text(b, s[i].name);
-        jev_report_buf_puts(b, " (machine: ");
-        md_text(b, machine ? machine : "not recorded");
-        jev_report_buf_puts(b, ")\n");
+        for (int i = order[c], first = 1; i < n; i++) {
+            if (s[i].series != order[c])
+                continue;
+            const char *machine = env_str(s[i].doc, NULL, "machine");
+            jev_report_buf_puts(b, first ? "" : "; ");
+            md_text(b, s[i].name);
+            jev_report_buf_puts(b, " (machine: ");
+            md_text(b, machine ? machine : "not recorded");
+            jev_report_buf_puts(b, ")");
+            first = 0;
+        }
+        jev_report_buf_puts(b, "\n");
     }
     jev_report_buf_puts(b, "\n| Decisions | Path |");
-    int order[JEV_REPORT_MAX_SOURCES], k = 0;
-    order[k++] = base;
-    for (int i = 0; i < n; i++)
-        if (i != base)
-            order[k++] = i;
-    for (int i = 0; i < n; i++) {
+    for (int c = 0; c < k; c++) {
         jev_report_buf_puts(b, " ");
-        md_text(b, s[order[i]].label);
+        md_text(b, s[order[c]].label);
         jev_report_buf_puts(b, " total ms |");
-        if (i > 0) {
+        if (c > 0) {
             jev_report_buf_puts(b, " ");
-            md_text(b, s[order[i]].label);
+            md_text(b, s[order[c]].label);
             jev_report_buf_puts(b, " / ");
-            md_text(b, s[base].label);
+            md_text(b, s[ratio_of[c]].label);
             jev_report_buf_puts(b, " |");
         }
     }
     jev_report_buf_puts(b, "\n|---:|---|");
-    for (int i = 0; i < 2 * n - 1; i++)
+    for (int c = 0; c < 2 * k - 1; c++)
         jev_report_buf_puts(b, "---:|");
     jev_report_buf_puts(b, "\n");
-    for (int c = 0; c < nc; c++) {
+    for (int ci = 0; ci < nc; ci++) {
         for (int p = 0; p < np; p++) {
             double t[JEV_REPORT_MAX_SOURCES];
             bool any = false;
-            for (int i = 0; i < n; i++) {
-                t[i] = jev_report_total_median(s[order[i]].doc, counts[c], paths[p]);
-                any |= !isnan(t[i]);
+            for (int c = 0; c < k; c++) {
+                t[c] = jev_report_series_median(s, n, order[c], counts[ci], paths[p]);
+                any |= !isnan(t[c]);
             }
             if (!any)
                 continue;
-            jev_report_buf_printf(b, "| %lld | %s |", counts[c], paths[p]);
-            for (int i = 0; i < n; i++) {
-                if (isnan(t[i]))
+            jev_report_buf_printf(b, "| %lld | %s |", counts[ci], paths[p]);
+            for (int c = 0; c < k; c++) {
+                if (isnan(t[c]))
                     jev_report_buf_puts(b, " n/a |");
                 else
-                    jev_report_buf_printf(b, " %.1f |", t[i]);
-                if (i > 0) {
+                    jev_report_buf_printf(b, " %.1f |", t[c]);
+                if (c > 0) {
                     char r[32];
-                    if (isnan(t[i]) || isnan(t[0]))
+                    double den = jev_report_series_median(s, n, ratio_of[c], counts[ci], paths[p]);
+                    if (isnan(t[c]) || isnan(den))
                         snprintf(r, sizeof r, "n/a");
                     else
-                        fmt_ratio(t[i] / t[0], r);
+                        fmt_ratio(t[c] / den, r);
                     jev_report_buf_printf(b, " %s |", r);
                 }
             }
