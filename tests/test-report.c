@@ -275,6 +275,25 @@ static void test_env_detect(void **state) {
     assert_int_equal(env.date[19], 'Z');
 }
 
+/* /proc/driver/nvidia/version as the open and the proprietary kernel modules word it */
+static void test_nvidia_driver(void **state) {
+    (void)state;
+    char v[64];
+    jev_bench_nvidia_driver("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  "
+                            "(dvs-builder@U22-I3-AF03-09-1)  Thu Jul 31 2025\n",
+                            v, sizeof v);
+    assert_string_equal(v, "580.159.04");
+    jev_bench_nvidia_driver("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n",
+                            v, sizeof v);
+    assert_string_equal(v, "535.183.01");
+    jev_bench_nvidia_driver("NVRM version: NVIDIA UNIX Kernel Module for aarch64 2024\n", v, sizeof v);
+    assert_string_equal(v, ""); /* no dotted number */
+    jev_bench_nvidia_driver("GCC version:  gcc version 12.2.0\n", v, sizeof v);
+    assert_string_equal(v, "");
+    jev_bench_nvidia_driver("Kernel Module 1.2.3.4.5.6.7.8.9", v, 6);
+    assert_string_equal(v, "1.2.3"); /* cut to the buffer */
+}
+
 /* ---- validation ---- */
 
 /* One step of a JSON path: an object key, or an array index when key is NULL. */
@@ -885,6 +904,7 @@ int main(void) {
         cmocka_unit_test(test_builder_refuses),
         cmocka_unit_test(test_bad_utf8_output_kept),
         cmocka_unit_test(test_env_detect),
+        cmocka_unit_test(test_nvidia_driver),
         cmocka_unit_test(test_every_field_missing_or_mistyped),
         cmocka_unit_test(test_targeted_errors),
         cmocka_unit_test(test_median_rule),

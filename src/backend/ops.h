@@ -188,8 +188,8 @@ struct jev_ops {
 extern const struct jev_ops jev_cuda_ops;
 enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
 void jev_cuda_backend_free(struct jev_backend *be);
-/* The device's name, the NVIDIA driver version (as nvidia-smi prints it; "CUDA driver X.Y" when
- * the kernel module's version is not readable) and its memory, for the benchmark's environment. */
+/* The device's name, the driver API's version ("CUDA driver X.Y"; the benchmark records the kernel
+ * module's version instead when /proc has it) and its memory, for the benchmark's environment. */
 void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
                            int64_t *memory_bytes);
 #endif

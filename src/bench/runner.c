@@ -411,11 +411,14 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
         jev_cuda_backend_info(b->engine->be, gpu_name, sizeof gpu_name, gpu_driver, sizeof gpu_driver,
                               &env.gpu_memory_bytes);
         env.gpu_name = gpu_name;
-        env.gpu_driver = gpu_driver;
     }
 #endif
     env.cpu_cores = JEV_BENCH_NONE;
-    jev_bench_env_detect(&env, &host);
+    jev_bench_env_detect(&env, &host); /* the kernel module's driver version, when there is one */
+#ifdef JEV_HAVE_CUDA
+    if (env.gpu_name != NULL && env.gpu_driver == NULL && gpu_driver[0])
+        env.gpu_driver = gpu_driver;
+#endif
     struct jev_bench_settings set = {.n_counts = o->n_counts, .counts = o->counts, .repeats = o->repeats,
                                      .warmup = 1, .batch = o->batch, .n_paths = 3, .paths = PATHS,
                                      .scoring = "label", .image_max_side = b->image_max_side, .prefill_chunk = 512,

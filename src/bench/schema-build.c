@@ -17,6 +17,7 @@
  */
 #include "bench/schema.h" // defines: struct jev_bench_record, jev_bench_record_*
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,35 @@ static void cpu_model_read(char *out, size_t size) {
     fclose(f);
 }
 
+void jev_bench_nvidia_driver(const char *text, char *out, size_t size) {
+    out[0] = '\0';
+    const char *k = strstr(text, "Kernel Module");
+    if (k == NULL)
+        return;
+    for (const char *w = k + strlen("Kernel Module"); *w && *w != '\n';) {
+        w += strspn(w, " \t");
+        size_t n = strcspn(w, " \t\r\n");
+        size_t digits = strspn(w, "0123456789.");
+        if (n > 0 && digits == n && memchr(w, '.', n) && isdigit((unsigned char)w[0])) {
+            snprintf(out, size, "%.*s", (int)n, w);
+            return;
+        }
+        w += n;
+    }
+}
+
+/* The kernel module's version, or "" when the file is absent (no NVIDIA driver) or says none. */
+static void nvidia_driver_read(char *out, size_t size) {
+    out[0] = '\0';
+    FILE *f = fopen("/proc/driver/nvidia/version", "r");
+    if (f == NULL)
+        return;
+    char line[512];
+    if (fgets(line, sizeof line, f))
+        jev_bench_nvidia_driver(line, out, size);
+    fclose(f);
+}
+
 #define JEV_BENCH_STR2(x) #x
 #define JEV_BENCH_STR(x) JEV_BENCH_STR2(x)
 
@@ -193,6 +223,11 @@ void jev_bench_env_detect(struct jev_bench_env *env, struct jev_bench_host *host
         cpu_model_read(host->cpu_model, sizeof host->cpu_model);
         if (host->cpu_model[0])
             env->cpu_model = host->cpu_model;
+    }
+    if (env->gpu_name != NULL && env->gpu_driver == NULL) {
+        nvidia_driver_read(host->gpu_driver, sizeof host->gpu_driver);
+        if (host->gpu_driver[0])
+            env->gpu_driver = host->gpu_driver;
     }
     if (env->cpu_cores < 1) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);

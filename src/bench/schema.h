@@ -98,6 +98,7 @@ struct jev_bench_env {
 /* Text storage for jev_bench_env_detect (the env points into it). */
 struct jev_bench_host {
     char cpu_model[128];          /* /proc/cpuinfo "model name" */
+    char gpu_driver[64];          /* /proc/driver/nvidia/version's kernel module version */
     char machine[128];            /* uname nodename */
     char os[192];                 /* uname sysname + release */
     char compiler[96];            /* compiler name and version */
@@ -170,6 +171,11 @@ struct jev_bench_record; /* opaque: a record under construction */
  * (CPU model and cores, machine, OS, compiler, date, jev version, linked
  * library versions), pointing into *host, which must outlive env's use. */
 void jev_bench_env_detect(struct jev_bench_env *env, struct jev_bench_host *host);
+
+/* The NVIDIA kernel module's version in the text of /proc/driver/nvidia/version ("NVRM version:
+ * NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ..."): the first word after
+ * "Kernel Module" made of digits and dots, with a dot. "" when there is none. */
+void jev_bench_nvidia_driver(const char *text, char *out, size_t size);
 
 /* A struct jev_bench_sample with every optional field "not recorded". */
 struct jev_bench_sample jev_bench_sample_default(void);

@@ -96,21 +96,10 @@ void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size,
     cudaGetDeviceProperties(&prop, be->device);
     snprintf(name, name_size, "%s", prop.name);
     *memory_bytes = (int64_t)prop.totalGlobalMem;
-    /* "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  ..." */
+    /* the driver API's version; the benchmark prefers the kernel module's (jev_bench_env_detect) */
     driver[0] = '\0';
-    FILE *f = fopen("/proc/driver/nvidia/version", "r");
-    if (f) {
-        char line[512];
-        if (fgets(line, sizeof line, f)) {
-            const char *k = strstr(line, "Kernel Module");
-            char version[64];
-            if (k && sscanf(k + strlen("Kernel Module"), "%63s", version) == 1)
-                snprintf(driver, driver_size, "%s", version);
-        }
-        fclose(f);
-    }
     int v = 0;
-    if (!driver[0] && cudaDriverGetVersion(&v) == cudaSuccess)
+    if (cudaDriverGetVersion(&v) == cudaSuccess)
         snprintf(driver, driver_size, "CUDA driver %d.%d", v / 1000, (v % 1000) / 10);
 }
 
