@@ -645,6 +645,15 @@ static void test_seed_tables_regenerate(void **state) {
 
 /* ---- side by side ---- */
 
+/* The report of p as Markdown (freed by the caller) and the rows of its side-by-side table;
+ * returns the row count. */
+static int side_by_side(const struct jev_report_params *p, char **md, char rows[][256], char *header, size_t hsize) {
+    struct jev_error err = {0};
+    size_t len = 0;
+    assert_int_equal(jev_report_markdown(p, md, &len, &err), JEV_OK);
+    return md_table(*md, "## Side by side", rows, 16, header, hsize);
+}
+
 static void test_side_by_side_ratio(void **state) {
     (void)state;
     struct jev_bench_record *jev = make_record(3, 1.0, NULL);
@@ -654,11 +663,8 @@ static void test_side_by_side_ratio(void **state) {
                                        {jev_bench_record_json(jev), "jev.json"}};
     struct jev_report_params p = {src, 2, NULL, NULL};
     struct jev_error err = {0};
-    char *md = NULL;
-    size_t len = 0;
-    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
-    char rows[16][256], header[512];
-    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 6);
+    char *md = NULL, rows[16][256], header[512];
+    assert_int_equal(side_by_side(&p, &md, rows, header, sizeof header), 6);
     assert_string_equal(header, "Decisions\tPath\tjev cpu total ms\ttransformers cuda total ms\ttransformers cuda / "
                                 "jev cpu");
     /* medians: (1, shared) jev 300 + 10 = 310, peer 2.5 x 310 = 775 */
@@ -671,8 +677,7 @@ static void test_side_by_side_ratio(void **state) {
     assert_int_equal(jev_bench_load_file("bench/reference/m4-mlx.json", &ref, &err), JEV_OK);
     struct jev_report_source rs = {ref, "bench/reference/m4-mlx.json"};
     p.reference = &rs;
-    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
-    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 12);
+    assert_int_equal(side_by_side(&p, &md, rows, header, sizeof header), 12);
     /* (1, generate_json): M4 810.6 / jev 110.0 = 7.369... */
     assert_string_equal(rows[0], "1\tgenerate_json\t110.0\t275.0\t2.50\t810.6\t7.37");
     assert_string_equal(rows[11], "64\tshared\tn/a\tn/a\tn/a\t2399.1\tn/a");
@@ -811,12 +816,8 @@ static void test_side_by_side_series(void **state) {
                                        {gpu_doc, "jev-cuda.json"},
                                        {jev_bench_record_json(peer), "peer.json"}};
     struct jev_report_params p = {src, 4, NULL, NULL};
-    struct jev_error err = {0};
-    char *md = NULL;
-    size_t len = 0;
-    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
-    char rows[16][256], header[512];
-    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 6);
+    char *md = NULL, rows[16][256], header[512];
+    assert_int_equal(side_by_side(&p, &md, rows, header, sizeof header), 6);
     assert_string_equal(header, "Decisions\tPath\tjev cpu total ms\tjev cuda total ms\tjev cuda / jev cpu\t"
                                 "transformers cuda total ms\ttransformers cuda / jev cuda");
     /* (1, shared): cpu 310 from jev-1.json; cuda 31; peer 77.5 = 2.5 x jev cuda */
@@ -827,6 +828,8 @@ static void test_side_by_side_series(void **state) {
     free(md);
 
     char *svg = NULL;
+    size_t len = 0;
+    struct jev_error err = {0};
     assert_int_equal(jev_report_svg(&p, &svg, &len, &err), JEV_OK);
     int polylines, dashed;
     svg_check(svg, &polylines, &dashed);
@@ -835,8 +838,7 @@ static void test_side_by_side_series(void **state) {
 
     /* the same rows twice: two columns, the second labelled #2 */
     src[1] = (struct jev_report_source){part1, "jev-1-again.json"};
-    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
-    assert_int_equal(md_table(md, "## Side by side", rows, 16, header, sizeof header), 6);
+    assert_int_equal(side_by_side(&p, &md, rows, header, sizeof header), 6);
     assert_string_equal(header, "Decisions\tPath\tjev cpu total ms\tjev cpu #2 total ms\tjev cpu #2 / jev cpu\t"
                                 "jev cuda total ms\tjev cuda / jev cpu\ttransformers cuda total ms\t"
                                 "transformers cuda / jev cuda");
