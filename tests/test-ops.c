@@ -135,6 +135,51 @@ static void test_matmul(void **state) {
     }
 }
 
+/* Many threads over few rows (gemm_blocks): blocks of rows and tokens, with ragged last blocks,
+ * against the scalar reference; shapes of a 768-wide vision layer over 16 and 12 threads, a
+ * 16-row projection split by tokens alone, and a case that stays split by rows. */
+static void test_matmul_blocks(void **state) {
+    (void)state;
+    const struct {
+        const char *name;
+        enum jev_mtype type;
+        int32_t rows, cols, bits, group, threads;
+        int64_t n;
+    } cases[] = {
+        {"bf16 vision-like", JEV_MTYPE_BF16, 768, 64, 0, 0, 16, 456},
+        {"bf16 vision-like", JEV_MTYPE_BF16, 768, 64, 0, 0, 12, 457},
+        {"f32 16 rows", JEV_MTYPE_F32, 16, 96, 0, 0, 16, 200},
+        {"q4 rows only", JEV_MTYPE_QAFFINE, 256, 128, 4, 64, 16, 131},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct jev_error err = {0};
+        struct jev_pool *pool = NULL;
+        assert_int_equal(jev_pool_init(&pool, cases[c].threads, &err), JEV_OK);
+        struct jev_backend *be = jev_cpu_backend_new(pool);
+        assert_non_null(be);
+        struct mat a = mat_make(cases[c].type, cases[c].rows, cases[c].cols, cases[c].bits, cases[c].group,
+                                cases[c].type == JEV_MTYPE_QAFFINE ? JEV_STYPE_BF16 : JEV_STYPE_F32, (int64_t)c);
+        int64_t n = cases[c].n, ny = n * cases[c].rows;
+        float *x = malloc((size_t)n * (size_t)cases[c].cols * sizeof(float));
+        float *yr = malloc((size_t)ny * sizeof(float)), *yf = malloc((size_t)ny * sizeof(float));
+        fill(x, n * cases[c].cols, 300 + (int64_t)c, 1.0f);
+        jev_cpu_matmul(be, &a.m, x, n, yr);
+        for (int64_t i = 0; i < ny; i++)
+            yf[i] = NAN; /* every element must be written */
+        jev_cpu_ops.matmul(be, &a.m, x, n, yf);
+        char what[128];
+        snprintf(what, sizeof what, "matmul %s rows %d n %lld, %d threads", cases[c].name, cases[c].rows,
+                 (long long)n, cases[c].threads);
+        check(what, yr, yf, ny, NMSE_F32);
+        free(x);
+        free(yr);
+        free(yf);
+        mat_free(&a);
+        jev_cpu_backend_free(be);
+        jev_pool_free(pool);
+    }
+}
+
 /* ---- attention ---- */
 
 static void test_attention(void **state) {
@@ -440,6 +485,7 @@ static void test_gdn_conv(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_blocks),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gdn_rule),
         cmocka_unit_test(test_pointwise_ops),

@@ -12,7 +12,8 @@
  *   codes with one byte widen. This is
  *   memory-bound: the weights stream once per call.
  * - More tokens (prefill, forked suffixes): each pool thread takes an equal
- *   share of the output rows, dequantizes them tile by tile into its own f32
+ *   share of the output rows (with many threads and few rows, a block of rows
+ *   and of tokens: gemm_blocks), dequantizes them tile by tile into its own f32
  *   buffer (L2-sized tiles below 64 tokens) and calls OpenBLAS sgemm
  *   single-threaded on it (OpenBLAS's own threads would
  *   keep spinning after each call and steal the cores from the other ops:
@@ -353,6 +354,8 @@ struct mm_job {
     int64_t n;
     float *y;               /* [n][n_out] */
     int64_t share;          /* big path: output rows per task */
+    int64_t tok_share;      /* big path: tokens per task (n unless many threads share few rows) */
+    int64_t row_tasks;      /* big path: tasks across the rows; task = token block * row_tasks + row block */
     const float *xs;        /* 4-bit fused path: [n][groups] sums of x per group, computed once per call */
     const float *xp;        /* 4-bit fused path: [n][cols] x in q4x16's element order */
 };
@@ -483,19 +486,21 @@ JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
 /* ---- sgemm path (many tokens) ---- */
 
 /*
- * One thread's share of output rows, tile by tile: dequantize (f32 rows are
- * used in place), then y[:, tile] = x . tile^T with ldc = all output columns.
+ * One task's block of output rows and tokens, tile by tile: dequantize (f32 rows are used in
+ * place), then y[tokens, tile] = x[tokens] . tile^T with ldc = all output columns. Every output
+ * element is one sgemm dot product over all columns, whatever the blocks.
  */
 JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
     const struct jev_matrix *w = j->w;
     int64_t cols = w->cols;
-    int64_t r0 = task * j->share;
+    int64_t r0 = task % j->row_tasks * j->share, n0 = task / j->row_tasks * j->tok_share;
     int64_t r1 = r0 + j->share < j->n_out ? r0 + j->share : j->n_out;
+    int64_t nt = n0 + j->tok_share < j->n ? j->tok_share : j->n - n0;
     float *buf = jev_cpu_wbuf(j->be, thread);
     /* Few tokens: tiles of ~256 KiB stay in L2 between dequantization and sgemm (measured 2-3x faster
      * at 8 tokens). Many tokens: large tiles, so that OpenBLAS packs the activations fewer times. */
-    int64_t tile = j->n < 64 ? 65536 / cols / 16 * 16 : JEV_CPU_WBUF_FLOATS / cols;
+    int64_t tile = nt < 64 ? 65536 / cols / 16 * 16 : JEV_CPU_WBUF_FLOATS / cols;
     if (tile < 16)
         tile = 16;
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
@@ -508,9 +513,40 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
                 dequant_row(w, j->kind, row_id(j, t0 + q), buf + q * cols);
             wt = buf;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->n, (int)nr, (int)cols, 1.0f, j->x, (int)cols,
-                    wt, (int)cols, 0.0f, j->y + t0, (int)j->n_out);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, (int)cols, 1.0f, j->x + n0 * cols,
+                    (int)cols, wt, (int)cols, 0.0f, j->y + n0 * j->n_out + t0, (int)j->n_out);
     }
+}
+
+/*
+ * The big path's blocks. Rows alone while every thread gets at least GEMM_MIN_ROWS of them: each
+ * weight byte is read once and the activations are packed once per thread. With many threads and
+ * few rows (a 768-wide vision layer over 16 threads is 48 rows a thread), thin row shares make
+ * every thread pack all the activations for little work. Then the rows go in blocks of at least
+ * GEMM_MIN_ROWS, as many as divide the threads, and the tokens are split over the threads left
+ * (blocks of at least GEMM_MIN_TOKENS), when that keeps at least as many threads busy.
+ */
+#define GEMM_MIN_ROWS 128
+#define GEMM_MIN_TOKENS 64
+static void gemm_blocks(struct mm_job *j, int64_t threads) {
+    int64_t row_share = ((j->n_out + threads - 1) / threads + 15) / 16 * 16;
+    int64_t row_blocks = (j->n_out + row_share - 1) / row_share, tok_blocks = 1;
+    if (row_share < GEMM_MIN_ROWS) {
+        int64_t r = j->n_out / GEMM_MIN_ROWS < threads ? j->n_out / GEMM_MIN_ROWS : threads;
+        while (r > 1 && threads % r)
+            r--;
+        if (r < 1)
+            r = 1;
+        int64_t t = threads / r < j->n / GEMM_MIN_TOKENS ? threads / r : j->n / GEMM_MIN_TOKENS;
+        if (t > 1 && r * t >= row_blocks) {
+            row_blocks = r;
+            tok_blocks = t;
+        }
+    }
+    /* equal shares, rows rounded up to 16 and tokens to 8, so each task streams its part once */
+    j->share = ((j->n_out + row_blocks - 1) / row_blocks + 15) / 16 * 16;
+    j->row_tasks = (j->n_out + j->share - 1) / j->share;
+    j->tok_share = ((j->n + tok_blocks - 1) / tok_blocks + 7) / 8 * 8;
 }
 
 /* ---- entry points ---- */
@@ -521,11 +557,9 @@ JEV_AVX2 static void run(struct mm_job *j) {
     if (j->n_out <= 0 || j->n <= 0)
         return;
     if (j->n >= JEV_CPU_GEMM_MIN_N) {
-        int64_t tasks = j->be->n_threads;
-        /* equal shares, rounded up to 16 rows, so each thread streams its part once */
-        j->share = ((j->n_out + tasks - 1) / tasks + 15) / 16 * 16;
-        tasks = (j->n_out + j->share - 1) / j->share;
-        jev_pool_run(j->be->pool, tasks, gemm_task, j);
+        gemm_blocks(j, j->be->n_threads);
+        int64_t tok_tasks = (j->n + j->tok_share - 1) / j->tok_share;
+        jev_pool_run(j->be->pool, j->row_tasks * tok_tasks, gemm_task, j);
         return;
     }
     if (j->kind == K_Q4) {
@@ -556,7 +590,7 @@ void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, con
         jev_cpu_matmul(be, w, x, n, y);
         return;
     }
-    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, NULL, NULL};
+    struct mm_job j = {be, w, kind_of(w), NULL, w->rows, x, n, y, 0, 0, 0, NULL, NULL};
     run(&j);
 }
 
@@ -566,7 +600,7 @@ void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w
         jev_cpu_matmul_rows(be, w, row_ids, n_rows, x, n, y);
         return;
     }
-    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, NULL, NULL};
+    struct mm_job j = {be, w, kind_of(w), row_ids, n_rows, x, n, y, 0, 0, 0, NULL, NULL};
     run(&j);
 }
 
