@@ -37,9 +37,10 @@ static struct jev_pool *ct_pool;
 static struct jev_backend *ct_cpu; /* reference */
 static struct jev_backend *ct_gpu; /* under test */
 
-/* The GPU machine has no gdb (cuda-gdb is there, and debugs host code too): a crash prints its address and the stack (module+offset pairs for
- * addr2line against the unstripped binary). Run with CMOCKA_TEST_ABORT=1 so that cmocka leaves
- * SIGSEGV to this handler instead of catching it per test (it cannot catch a fault in another thread). */
+/* The GPU machine has no gdb (cuda-gdb is there, and debugs host code too): a crash prints its
+ * address and the stack (module+offset pairs for addr2line against the unstripped binary). Run
+ * with CMOCKA_TEST_ABORT=1 so that cmocka leaves SIGSEGV to this handler instead of catching it
+ * per test (it cannot catch a fault in another thread). */
 static void ct_crash(int sig, siginfo_t *info, void *ctx) {
     (void)ctx;
     char line[96];
