@@ -68,6 +68,7 @@ enum jev_status {
     JEV_ERR_CONTEXT_FULL = 6, /* a sequence or batch does not fit the engine's sizes */
     JEV_ERR_ABORTED = 7,      /* the caller asked to stop */
     JEV_ERR_UNSUPPORTED = 8,  /* a valid input this build cannot handle (backend, dtype) */
+    JEV_ERR_DEVICE_LOST = 9,  /* the device failed for good (a GPU fault): recreate the engine */
 };
 
 /* A static English name of a status ("ok", "i/o error", ...). */
@@ -140,12 +141,20 @@ JEV_API void jev_decider_close(struct jev_decider *decider);
  * "timeout" (nothing else changes; the decider stays usable). 0 (the default) = no limit. */
 JEV_API void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms);
 
+/* JEV_OK while the decider can answer; JEV_ERR_DEVICE_LOST once its device failed for good
+ * (a GPU fault that poisons the context), with the failure in message (size bytes, may be
+ * NULL). Every later request then answers 503 "unavailable_error" without touching the device;
+ * a server reports itself unhealthy so that a load balancer sends the traffic elsewhere.
+ * Safe to call from another thread while a request runs. */
+JEV_API enum jev_status jev_decider_status(const struct jev_decider *decider, char *message, size_t size);
+
 /*
  * Answers one request body (JSON, `len` bytes) on the shared path with label scoring:
  * validates it, runs the image and the state once, forks per question and assembles the
  * typed answers. *response (malloc'd; free with jev_free) is the response body on success
  * and the error body ({"error": {"message", "type", "code"}}) otherwise; *http_status (may
- * be NULL) is the status an HTTP server should send (200, 400, 413, 422, 500 or 501).
+ * be NULL) is the status an HTTP server should send (200, 400, 413, 422, 500, 501, 503 when
+ * the device is lost, 504 past the time limit).
  */
 JEV_API enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
                                         enum jev_request_format format, char **response,

@@ -40,7 +40,9 @@ static void usage(FILE *f) {
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  -v                   one log line per request on stderr\n\n"
-            "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n");
+            "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n"
+            "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 3 when the device is lost\n"
+            "(a GPU fault: every request would answer 503; a supervisor should start it again).\n");
 }
 
 /* The stop pipe: the signal handler's only effect (write is async-signal-safe). */
@@ -171,10 +173,16 @@ int cmd_serve(int argc, char **argv) {
            sp.http_threads, sp.max_queue);
     fflush(stdout);
     unsigned char sig = 0;
-    while (read(stop_pipe[0], &sig, 1) < 0 && errno == EINTR)
-        ;
-    fprintf(stderr, "jev serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    rc = 0;
+    if (jev_server_wait(server, stop_pipe[0], 1000, &sig, &err) == JEV_OK) {
+        fprintf(stderr, "jev serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        rc = 0;
+    } else if (err.status == JEV_ERR_DEVICE_LOST) {
+        /* every request would answer 503 from here on: exit so that a supervisor starts a new process */
+        fprintf(stderr, "jev serve: the device is lost (%s); stopping with exit status 3\n", err.msg);
+        rc = 3;
+    } else {
+        fprintf(stderr, "jev serve: %s\n", err.msg);
+    }
 done:
     jev_server_stop(server);
     jev_decider_close(decider);

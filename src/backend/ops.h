@@ -101,9 +101,11 @@ struct jev_ops {
     enum jev_status (*matrix_mirror)(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
                                      struct jev_error *err);
     void (*matrix_release)(struct jev_backend *be, struct jev_matrix *mirror);
-    /* JEV_OK, or the first failure of a queued op since the backend began (a device fault or
+    /* JEV_OK, or the first failure of a queued op since the last report (a device fault or
      * launch error; err names the op and the CUDA error). Ops cannot fail one by one (they are
-     * queued), so the model layer asks here after each forward. NULL: the backend cannot fail. */
+     * queued), so the model layer asks here after each forward. A failure that leaves the device
+     * usable is reported once (JEV_ERR_CUDA); one that poisons it is JEV_ERR_DEVICE_LOST, then and
+     * on every later call. NULL: the backend cannot fail. */
     enum jev_status (*status)(struct jev_backend *be, struct jev_error *err);
     /* Device memory the backend holds: bytes now and the peak since the last reset_peak
      * (weights mirror, activations, states, scratch). NULL for the CPU, whose figure comes from

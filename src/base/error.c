@@ -19,6 +19,7 @@ const char *jev_status_str(enum jev_status s) {
     case JEV_ERR_CONTEXT_FULL: return "context full";
     case JEV_ERR_ABORTED: return "aborted";
     case JEV_ERR_UNSUPPORTED: return "unsupported";
+    case JEV_ERR_DEVICE_LOST: return "device lost";
     }
     return "unknown status";
 }

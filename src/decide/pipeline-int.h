@@ -14,6 +14,8 @@
 #ifndef JEV_DECIDE_PIPELINE_INT_H
 #define JEV_DECIDE_PIPELINE_INT_H
 
+#include <stdatomic.h>
+
 #include "base/arena.h"              // defines: struct jev_arena
 #include "decide/labels.h"           // defines: struct jev_labels
 #include "decide/pipeline.h"         // defines: struct jev_decider, struct jev_decide_params
@@ -45,6 +47,8 @@ struct jev_decider {
     int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
     double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
+    atomic_bool lost;                 /* the device failed for good: every run refuses (jev_decider_status) */
+    char lost_msg[512];               /* why; written before lost is set */
 };
 
 /* One question's prepared inputs. */

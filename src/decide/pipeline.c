@@ -291,10 +291,25 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
 
 enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                                struct jev_decide_result *out, struct jev_error *err) {
+    if (atomic_load_explicit(&d->lost, memory_order_acquire)) {
+        memset(out, 0, sizeof *out);
+        return jev_fail(err, JEV_ERR_DEVICE_LOST, "%s (earlier; restart the engine)", d->lost_msg);
+    }
     struct dc_req q;
     enum jev_status s = dc_run(d, r, p, out, err, &q);
     dc_req_free(&q);
+    if (s == JEV_ERR_DEVICE_LOST && !atomic_load_explicit(&d->lost, memory_order_relaxed)) {
+        snprintf(d->lost_msg, sizeof d->lost_msg, "%s", err->msg);
+        atomic_store_explicit(&d->lost, true, memory_order_release);
+    }
     return s;
+}
+
+enum jev_status jev_decider_status(const struct jev_decider *d, char *message, size_t size) {
+    bool lost = atomic_load_explicit(&d->lost, memory_order_acquire);
+    if (message && size > 0)
+        snprintf(message, size, "%s", lost ? d->lost_msg : "");
+    return lost ? JEV_ERR_DEVICE_LOST : JEV_OK;
 }
 
 void jev_decide_result_free(struct jev_decide_result *res) {
@@ -375,6 +390,10 @@ static void map_error(enum jev_status s, const struct jev_error *err, struct jev
     case JEV_ERR_ABORTED: /* the request's time limit: a gateway timeout, which clients retry */
         rerr->http_status = 504;
         rerr->type = "timeout";
+        break;
+    case JEV_ERR_DEVICE_LOST: /* this replica cannot answer any more: a balancer retries elsewhere */
+        rerr->http_status = 503;
+        rerr->type = "unavailable_error";
         break;
     default:
         rerr->http_status = 0; /* internal: the response writer makes it a 500 */

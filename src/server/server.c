@@ -33,8 +33,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <poll.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 struct jev_server {
     struct MHD_Daemon *daemon;     /* NULL until started */
@@ -246,6 +248,21 @@ static enum MHD_Result decide(struct MHD_Connection *c, struct jev_server *s, st
     return respond(c, rq, (unsigned)http, resp, NULL, NULL);
 }
 
+/* 200 {"status":"ok"} while the decider can answer; 503 {"status":"unavailable","error":...} once
+ * its device failed for good, so that a load balancer's probe takes this replica out. */
+static enum MHD_Result health(struct MHD_Connection *c, struct jev_server *s, struct request *rq) {
+    char why[512];
+    if (jev_decider_status(s->decider, why, sizeof why) == JEV_OK)
+        return respond(c, rq, 200, strdup("{\"status\":\"ok\"}"), NULL, NULL);
+    jev_jsonw_utf8_fix(why); /* the message may quote bytes from outside */
+    struct jev_jsonw w;
+    jev_jsonw_init(&w);
+    jev_jsonw_raw(&w, "{\"status\":\"unavailable\",\"error\":");
+    jev_jsonw_str(&w, why);
+    jev_jsonw_raw(&w, "}");
+    return respond(c, rq, 503, jev_jsonw_finish(&w), NULL, NULL);
+}
+
 /* ---- the access handler ---- */
 
 /* The first call of a request: state, route, method, key and declared size. Returns MHD_YES
@@ -309,10 +326,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return ok ? MHD_YES : MHD_NO;
     }
     switch (rq->route) {
-    case ROUTE_HEALTH: {
-        char *b = strdup("{\"status\":\"ok\"}");
-        return respond(c, rq, 200, b, NULL, NULL);
-    }
+    case ROUTE_HEALTH:
+        return health(c, s, rq);
     case ROUTE_MODELS:
         return respond(c, rq, 200, models_body(s), NULL, NULL);
     default:
@@ -476,4 +491,27 @@ void jev_server_unlock(struct jev_server *s) { pthread_mutex_unlock(&s->decide_l
 void jev_server_stop(struct jev_server *s) {
     if (s)
         server_free(s);
+}
+
+enum jev_status jev_server_wait(struct jev_server *s, int stop_fd, int check_ms, unsigned char *stop_byte,
+                                struct jev_error *err) {
+    for (;;) {
+        char why[512];
+        if (jev_decider_status(s->decider, why, sizeof why) != JEV_OK)
+            return jev_fail(err, JEV_ERR_DEVICE_LOST, "%s", why);
+        struct pollfd p = {.fd = stop_fd, .events = POLLIN};
+        int n = poll(&p, 1, check_ms > 0 ? check_ms : 1000);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return jev_fail(err, JEV_ERR_IO, "server: waiting for a stop request: %s", strerror(errno));
+        if (n == 0)
+            continue;
+        ssize_t r = read(stop_fd, stop_byte, 1);
+        if (r == 1)
+            return JEV_OK;
+        if (r < 0 && errno == EINTR)
+            continue;
+        return jev_fail(err, JEV_ERR_IO, "server: the stop request's pipe %s", r == 0 ? "closed" : strerror(errno));
+    }
 }

@@ -67,6 +67,14 @@ int32_t jev_server_queued(const struct jev_server *s);
 void jev_server_lock(struct jev_server *s);
 void jev_server_unlock(struct jev_server *s);
 
+/* Blocks until a byte can be read from stop_fd (the byte in *stop_byte: the CLI's signal handler
+ * writes the signal number) or the decider's device is lost (jev_decider_status, checked every
+ * check_ms): JEV_OK for a stop request, JEV_ERR_DEVICE_LOST with err saying why. A lost device
+ * answers 503 to every request, so a server that returns here should stop and let its supervisor
+ * start a new process (a new CUDA context). JEV_ERR_IO when stop_fd cannot be read. */
+enum jev_status jev_server_wait(struct jev_server *s, int stop_fd, int check_ms, unsigned char *stop_byte,
+                                struct jev_error *err);
+
 /* Stops accepting, finishes the decision in progress, closes every connection, joins the threads
  * and frees the server. NULL is a no-op. Must not be called with the lock held. */
 void jev_server_stop(struct jev_server *s);

@@ -27,6 +27,7 @@
 #ifndef JEV_BACKEND_CUDA_INT_H
 #define JEV_BACKEND_CUDA_INT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +53,7 @@ struct jev_backend {
     size_t work_bytes;             /* its size; grown by jev_cuda_work (synchronizing) */
     cudaError_t first_error;       /* first CUDA error seen by an op (cudaSuccess if none) */
     const char *first_error_where; /* the op that saw it */
+    bool lost;                     /* a sticky fault: the context is unusable (cuda_status) */
     bool debug_sync;               /* JEV_CUDA_SYNC=1: wait after every launch, so that a fault names its op */
     int n_sm;                      /* multiprocessors, for grid sizing */
     /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */

@@ -228,13 +228,29 @@ static void cuda_zero(struct jev_backend *be, void *dst, size_t bytes) {
 static void cuda_sync(struct jev_backend *be) { jev_cuda_check(be, cudaStreamSynchronize(be->stream), "sync"); }
 
 /* Waits for the queued ops first: a fault inside a kernel shows only at a synchronization, and a
- * forward that downloads nothing (a prefill) must still report its own. */
+ * forward that downloads nothing (a prefill) must still report its own. Then tells the two kinds
+ * of fault apart: one that leaves the context usable (an allocation that failed) is reported
+ * once and cleared, so the next forward may succeed; a sticky one (an illegal address, a kernel
+ * that trapped) makes every later call fail, so the device is lost until the process makes a
+ * new context: JEV_ERR_DEVICE_LOST, and it stays so. */
 static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err) {
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "a queued op (JEV_CUDA_SYNC=1 names it)");
     if (be->first_error == cudaSuccess)
         return JEV_OK;
-    return jev_fail(err, JEV_ERR_CUDA, "cuda: device %d: %s failed: %s", be->device,
-                    be->first_error_where ? be->first_error_where : "an op", cudaGetErrorString(be->first_error));
+    if (!be->lost) {
+        (void)cudaGetLastError();
+        be->lost = cudaStreamSynchronize(be->stream) != cudaSuccess || cudaGetLastError() != cudaSuccess;
+    }
+    enum jev_status st = jev_fail(err, be->lost ? JEV_ERR_DEVICE_LOST : JEV_ERR_CUDA,
+                                  "cuda: device %d: %s failed: %s%s", be->device,
+                                  be->first_error_where ? be->first_error_where : "an op",
+                                  cudaGetErrorString(be->first_error),
+                                  be->lost ? " (the device's context is lost: restart the process)" : "");
+    if (!be->lost) {
+        be->first_error = cudaSuccess;
+        be->first_error_where = NULL;
+    }
+    return st;
 }
 
 /* Exact mode keeps every matrix as f32 on the device: cuBLAS sgemm reads it directly, and the

@@ -1,0 +1,263 @@
+/*
+ * test-device-fault.c - what a device fault does to a decider and a server.
+ *
+ * A GPU fails in two ways (backend/ops.h, status): a fault that leaves the
+ * device usable (an allocation that failed) fails the forward that saw it,
+ * and the next request works; a sticky fault (an illegal address) poisons the
+ * context for good: JEV_ERR_DEVICE_LOST. Here the CPU's ops run behind a
+ * table whose status reports the fault the test plants, so the behaviour is
+ * checked without a GPU:
+ * - a recoverable fault: that request answers 500 "server_error" naming the
+ *   fault, the next answers 200 as before;
+ * - a lost device: 503 "unavailable_error" naming it; later requests answer
+ *   503 at once, without a forward (the table's call counter stands still),
+ *   even once the planted fault is gone; jev_decider_status says so;
+ * - the server: GET /health turns from 200 to 503 {"status":"unavailable"}
+ *   and a decision answers 503, so that a load balancer retries elsewhere
+ *   and takes the replica out (deploy/nginx: proxy_next_upstream http_503);
+ *   jev_server_wait, which `jev serve` blocks in, returns with the loss (the
+ *   CLI then exits with status 3 for its supervisor to restart it).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend/ops.h"    // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "base/pool.h"      // defines: jev_pool_init
+#include "model/engine.h"   // defines: jev_engine_init_on
+#include "serve-test.h"     // defines: struct reply, reply_on_body
+#include "server/server.h"  // defines: jev_server_start, jev_server_stop
+#include "tiny-model.h"     // defines: tiny_model_write, tiny_test_dir
+
+/* ---- a backend whose status reports a planted fault ---- */
+
+static struct {
+    enum jev_status fault; /* what the next status reports (JEV_OK: none) */
+    bool sticky;           /* the fault stays after it is reported */
+    int64_t statuses;      /* status calls: one per forward */
+} g;
+
+static enum jev_status faulty_status(struct jev_backend *be, struct jev_error *err) {
+    (void)be;
+    g.statuses++;
+    enum jev_status f = g.fault;
+    if (!g.sticky)
+        g.fault = JEV_OK;
+    if (f == JEV_OK)
+        return JEV_OK;
+    return jev_fail(err, f, "test device: planted fault (%s)", f == JEV_ERR_DEVICE_LOST ? "sticky" : "recoverable");
+}
+
+static struct jev_ops faulty_ops;
+
+/* ---- fixture ---- */
+
+static struct {
+    struct jev_model *model;
+    struct jev_pool *pool;
+    struct jev_backend *be;
+    struct jev_engine *engine;
+    struct jev_decider *decider;
+} F;
+
+static int setup(void **state) {
+    (void)state;
+    char dir[1024];
+    tiny_test_dir("device-fault", "tiny-hf", dir, sizeof dir);
+    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
+        return -1;
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = 2;
+    char msg[512];
+    if (jev_model_load(dir, &mp, &F.model, msg, sizeof msg) != JEV_OK) {
+        fprintf(stderr, "load %s: %s\n", dir, msg);
+        return -1;
+    }
+    faulty_ops = jev_cpu_ops;
+    faulty_ops.name = "faulty";
+    faulty_ops.status = faulty_status;
+    struct jev_error err = {0};
+    if (jev_pool_init(&F.pool, 2, &err) != JEV_OK || !(F.be = jev_cpu_backend_new(F.pool)))
+        return -1;
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_tokens = 2048;
+    ep.max_batch = 8;
+    if (jev_engine_init_on(F.model, &ep, &faulty_ops, F.be, &F.engine) != JEV_OK ||
+        jev_decider_open(F.model, F.engine, &F.decider) != JEV_OK) {
+        fprintf(stderr, "engine: %s\n", jev_engine_last_error(F.engine));
+        return -1;
+    }
+    return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    curl_global_cleanup();
+    jev_decider_close(F.decider);
+    jev_engine_free(F.engine);
+    jev_cpu_backend_free(F.be);
+    jev_pool_free(F.pool);
+    jev_model_free(F.model);
+    return 0;
+}
+
+static const char *BODY = "{\"state\":{\"note\":\"a red door\"},\"questions\":{"
+                          "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"},"
+                          "\"color\":{\"type\":\"choice\",\"instructions\":\"Which color?\","
+                          "\"criteria\":{\"red\":null,\"blue\":null}}}}";
+
+/* One request through the public API: its HTTP status; *out gets the body (freed by the caller). */
+static int32_t ask(char **out) {
+    int32_t http = 0;
+    char *resp = NULL;
+    jev_decide_json(F.decider, BODY, strlen(BODY), JEV_REQUEST_SYSTEMONE, &resp, &http);
+    assert_non_null(resp);
+    *out = resp;
+    return http;
+}
+
+/* The order matters: the recoverable case needs a usable decider, the lost one ends it. */
+static void test_recoverable_then_lost(void **state) {
+    (void)state;
+    char *ok = NULL, *resp = NULL;
+    assert_int_equal(ask(&ok), 200);
+    assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_OK);
+
+    /* recoverable: this request fails with the fault named, the next one answers as before */
+    g.fault = JEV_ERR_CUDA;
+    g.sticky = false;
+    assert_int_equal(ask(&resp), 500);
+    assert_non_null(strstr(resp, "\"type\":\"server_error\""));
+    assert_non_null(strstr(resp, "planted fault (recoverable)"));
+    jev_free(resp);
+    assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_OK);
+    assert_int_equal(ask(&resp), 200);
+    assert_string_equal(resp, ok);
+    jev_free(resp);
+
+    /* lost: 503 now and for every later request, which no longer reaches the device */
+    g.fault = JEV_ERR_DEVICE_LOST;
+    g.sticky = true;
+    assert_int_equal(ask(&resp), 503);
+    assert_non_null(strstr(resp, "\"type\":\"unavailable_error\""));
+    assert_non_null(strstr(resp, "\"code\":503"));
+    assert_non_null(strstr(resp, "planted fault (sticky)"));
+    jev_free(resp);
+    g.fault = JEV_OK;
+    int64_t before = g.statuses;
+    assert_int_equal(ask(&resp), 503);
+    assert_non_null(strstr(resp, "planted fault (sticky)"));
+    assert_non_null(strstr(resp, "restart the engine"));
+    jev_free(resp);
+    assert_int_equal(g.statuses, before);
+    char why[512];
+    assert_int_equal(jev_decider_status(F.decider, why, sizeof why), JEV_ERR_DEVICE_LOST);
+    assert_non_null(strstr(why, "planted fault (sticky)"));
+    assert_string_equal(jev_status_str(JEV_ERR_DEVICE_LOST), "device lost");
+    jev_free(ok);
+}
+
+/* ---- the server: /health and decisions answer 503 once the device is lost ---- */
+
+static struct reply get(int port, const char *method, const char *path, const char *body) {
+    struct reply r = {0};
+    CURL *h = curl_easy_init();
+    assert_non_null(h);
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+        r.curl_ok = curl_easy_perform(h) == CURLE_OK;
+        curl_slist_free_all(hd);
+    } else {
+        r.curl_ok = curl_easy_perform(h) == CURLE_OK;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_easy_cleanup(h);
+    return r;
+}
+
+static void test_server_unhealthy(void **state) {
+    (void)state;
+    struct jev_server_params p = jev_server_default_params();
+    p.port = 0;
+    struct jev_server *s = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_server_start(F.model, F.decider, &p, &s, &err), JEV_OK);
+    int port = jev_server_port(s);
+    /* the first test left the device lost */
+    assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_ERR_DEVICE_LOST);
+    struct reply h = get(port, "GET", "/health", NULL);
+    assert_true(h.curl_ok);
+    assert_int_equal(h.status, 503);
+    assert_non_null(h.body);
+    assert_non_null(strstr(h.body, "\"status\":\"unavailable\""));
+    assert_non_null(strstr(h.body, "planted fault (sticky)"));
+    free(h.body);
+    struct reply d = get(port, "POST", "/v1/systemone", BODY);
+    assert_true(d.curl_ok);
+    assert_int_equal(d.status, 503);
+    assert_non_null(strstr(d.body, "unavailable_error"));
+    free(d.body);
+    /* what `jev serve` waits on returns at once with the loss, though no stop byte came */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    unsigned char b = 0;
+    assert_int_equal(jev_server_wait(s, fds[0], 10, &b, &err), JEV_ERR_DEVICE_LOST);
+    assert_non_null(strstr(err.msg, "planted fault (sticky)"));
+    close(fds[0]);
+    close(fds[1]);
+    jev_server_stop(s);
+}
+
+/* A healthy decider's /health is 200 {"status":"ok"} (a fresh decider over the same engine). */
+static void test_server_healthy(void **state) {
+    (void)state;
+    struct jev_decider *fresh = NULL;
+    assert_int_equal(jev_decider_open(F.model, F.engine, &fresh), JEV_OK);
+    struct jev_server_params p = jev_server_default_params();
+    p.port = 0;
+    struct jev_server *s = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_server_start(F.model, fresh, &p, &s, &err), JEV_OK);
+    struct reply h = get(jev_server_port(s), "GET", "/health", NULL);
+    assert_int_equal(h.status, 200);
+    assert_string_equal(h.body, "{\"status\":\"ok\"}");
+    free(h.body);
+    /* a healthy server waits for its stop byte (a few checks pass first) */
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    unsigned char b = 15;
+    assert_int_equal(write(fds[1], &b, 1), 1);
+    b = 0;
+    assert_int_equal(jev_server_wait(s, fds[0], 10, &b, &err), JEV_OK);
+    assert_int_equal(b, 15);
+    close(fds[1]); /* a closed pipe is an error, not a stop */
+    assert_int_equal(jev_server_wait(s, fds[0], 10, &b, &err), JEV_ERR_IO);
+    close(fds[0]);
+    jev_server_stop(s);
+    jev_decider_close(fresh);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_recoverable_then_lost),
+        cmocka_unit_test(test_server_unhealthy),
+        cmocka_unit_test(test_server_healthy),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
