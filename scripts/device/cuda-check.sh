@@ -81,6 +81,8 @@ step_sanitize() {
     : > "$OUT/sanitize.txt"
     for tool in memcheck racecheck; do
         for t in "$BIN"/test-cuda-*; do
+            # test-cuda-fault plants an illegal address on purpose: memcheck would report it
+            [ "${t##*/}" = test-cuda-fault ] && continue
             log "compute-sanitizer --tool $tool ${t##*/}"
             LD_LIBRARY_PATH=$BIN "$cs" --tool "$tool" --error-exitcode 9 "$t" > "$WORK/san.log" 2>&1 || true
             grep -E '=========|PASSED|FAILED' "$WORK/san.log" | tail -8 | sed "s|^|${t##*/} $tool: |" >> "$OUT/sanitize.txt"
