@@ -326,12 +326,14 @@ int jev_report_sources(const struct jev_report_params *p, struct jev_report_src 
                 same++;
         }
         snprintf(s[i].base, sizeof s[i].base, "%s", base);
+        char label[sizeof s[i].label]; /* a series' label is its first file's (copied, not aliased) */
         if (s[i].series != i)
-            snprintf(s[i].label, sizeof s[i].label, "%s", s[s[i].series].label);
+            memcpy(label, s[s[i].series].label, sizeof label);
         else if (same)
-            snprintf(s[i].label, sizeof s[i].label, "%s #%d", base, same + 1);
+            snprintf(label, sizeof label, "%s #%d", base, same + 1);
         else
-            snprintf(s[i].label, sizeof s[i].label, "%s", base);
+            snprintf(label, sizeof label, "%s", base);
+        memcpy(s[i].label, label, sizeof label);
     }
     return n;
 }
