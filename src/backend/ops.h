@@ -192,6 +192,8 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
 void jev_cuda_backend_free(struct jev_backend *be);
 /* The device's name, the driver API's version ("CUDA driver X.Y"; the benchmark records the kernel
  * module's version instead when /proc has it) and its memory, for the benchmark's environment. */
+/* The CUDA runtime's and cuBLAS's versions ("13.0", "13.1.0"), for the benchmark's libraries. */
+void jev_cuda_versions(struct jev_backend *be, char *runtime, size_t runtime_size, char *cublas, size_t cublas_size);
 void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
                            int64_t *memory_bytes);
 #endif

@@ -416,8 +416,17 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.cpu_cores = JEV_BENCH_NONE;
     jev_bench_env_detect(&env, &host); /* the kernel module's driver version, when there is one */
 #ifdef JEV_HAVE_CUDA
-    if (env.gpu_name != NULL && env.gpu_driver == NULL && gpu_driver[0])
-        env.gpu_driver = gpu_driver;
+    char cuda_rt[32], cublas[32];
+    if (env.gpu_name != NULL) {
+        if (env.gpu_driver == NULL && gpu_driver[0])
+            env.gpu_driver = gpu_driver;
+        jev_cuda_versions(b->engine->be, cuda_rt, sizeof cuda_rt, cublas, sizeof cublas);
+        host.lib_names[host.n_libs] = "cuda runtime";
+        host.lib_versions[host.n_libs++] = cuda_rt;
+        host.lib_names[host.n_libs] = "cublas";
+        host.lib_versions[host.n_libs++] = cublas;
+        env.n_libraries = host.n_libs;
+    }
 #endif
     struct jev_bench_settings set = {.n_counts = o->n_counts, .counts = o->counts, .repeats = o->repeats,
                                      .warmup = 1, .batch = o->batch, .n_paths = 3, .paths = PATHS,

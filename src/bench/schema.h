@@ -105,8 +105,8 @@ struct jev_bench_host {
     char date[32];                /* now, ISO 8601 UTC */
     char pcre2[32];               /* PCRE2 version text */
     char turbojpeg[16];           /* libjpeg-turbo version text */
-    const char *lib_names[8];     /* (n_libs) library names */
-    const char *lib_versions[8];  /* (n_libs) library versions */
+    const char *lib_names[10];    /* (n_libs) library names: 7 linked ones, then room for the GPU's */
+    const char *lib_versions[10]; /* (n_libs) library versions */
     int32_t n_libs;               /* filled entries of lib_names */
 };
 

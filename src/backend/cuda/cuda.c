@@ -103,6 +103,16 @@ void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size,
         snprintf(driver, driver_size, "CUDA driver %d.%d", v / 1000, (v % 1000) / 10);
 }
 
+void jev_cuda_versions(struct jev_backend *be, char *runtime, size_t runtime_size, char *cublas, size_t cublas_size) {
+    int v = 0;
+    snprintf(runtime, runtime_size, "unknown");
+    if (cudaRuntimeGetVersion(&v) == cudaSuccess)
+        snprintf(runtime, runtime_size, "%d.%d", v / 1000, (v % 1000) / 10);
+    snprintf(cublas, cublas_size, "unknown");
+    if (cublasGetVersion(be->blas, &v) == CUBLAS_STATUS_SUCCESS) /* e.g. 130100 = 13.1.0 */
+        snprintf(cublas, cublas_size, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where) {
     if (e == cudaSuccess && be->debug_sync)
         e = cudaStreamSynchronize(be->stream);
