@@ -141,6 +141,14 @@ JEV_API void jev_decider_close(struct jev_decider *decider);
  * "timeout" (nothing else changes; the decider stays usable). 0 (the default) = no limit. */
 JEV_API void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms);
 
+/* Whether jev_decide_json keeps each request's shared prefix (the image and the state, run once:
+ * its attention K/V and DeltaNet state) for the next request. On by default: a request whose
+ * prefix and image bytes equal the last one's forks from the kept state and skips the image
+ * decode, the vision tower and the prefill (the answers are bit-identical; usage counts the
+ * prefix either way). The kept prefix holds one sequence slot and its K/V pages until a
+ * different prefix replaces it; off frees them. */
+JEV_API void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on);
+
 /* JEV_OK while the decider can answer; JEV_ERR_DEVICE_LOST once its device failed for good
  * (a GPU fault that poisons the context), with the failure in message (size bytes, may be
  * NULL). Every later request then answers 503 "unavailable_error" without touching the device;

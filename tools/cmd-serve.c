@@ -39,6 +39,8 @@ static void usage(FILE *f) {
             "  --request-timeout S  a request still running after S seconds stops with 504 (default 0 = none)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
+            "  --no-prefix-reuse    run every request's image and state afresh (by default the last request's\n"
+            "                       prefix is kept: the same image bytes and state again skip vision and prefill)\n"
             "  -v                   one log line per request on stderr\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n"
             "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 3 when the device is lost\n"
@@ -63,7 +65,7 @@ int cmd_serve(int argc, char **argv) {
     long max_body = (long)sp.max_body_bytes;
     struct jev_engine_params ep = jev_engine_default_params();
     long max_tokens = ep.max_tokens, max_batch = ep.max_batch;
-    bool verbose = false;
+    bool verbose = false, reuse_prefix = true;
     sp.api_key = getenv("JEV_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -73,6 +75,8 @@ int cmd_serve(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             verbose = true, takes = 0;
+        } else if (!strcmp(a, "--no-prefix-reuse")) {
+            reuse_prefix = false, takes = 0;
         } else if (!v) {
             bad = 2;
         } else if (!strcmp(a, "--model")) {
@@ -161,6 +165,7 @@ int cmd_serve(int argc, char **argv) {
         goto done;
     }
     jev_decider_set_timeout(decider, 1000.0 * (double)request_timeout);
+    jev_decider_set_prefix_reuse(decider, reuse_prefix);
     struct jev_error err = {0};
     if (jev_server_start(model, decider, &sp, &server, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);

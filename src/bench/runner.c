@@ -209,6 +209,7 @@ static struct jev_decide_params params_for(const struct br_bench *b, enum jev_de
     p.scoring = JEV_SCORING_LABEL;
     p.batch = b->o.batch;
     p.prefill_chunk = 512;
+    p.reuse_prefix = false; /* every sample decodes, encodes and prefills (benchmark.md); the images are paths anyway */
     return p;
 }
 

@@ -28,6 +28,7 @@ enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, s
                                 enum jev_request_format format, char **response, int32_t *http_status) {
     struct jev_decide_params p = jev_decide_default_params();
     p.timeout_ms = decider->timeout_ms;
+    p.reuse_prefix = decider->reuse_prefix;
     struct jev_request_error rerr = {0};
     enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
     *response = NULL;
@@ -35,6 +36,14 @@ enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, s
     if (http_status)
         *http_status = s == JEV_OK ? 200 : (rerr.http_status ? rerr.http_status : 500);
     return s;
+}
+
+void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on) {
+    decider->reuse_prefix = on;
+    if (!on) {
+        dc_kept_drop(decider);
+        dc_kept_image_drop(decider);
+    }
 }
 
 void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms) {

@@ -19,6 +19,9 @@
 
 #include "base/timing.h" // defines: jev_now_ms
 
+#include <stdlib.h>
+#include <string.h>
+
 /* Refuses a batch whose forks would not fit the engine's sequence slots. */
 static enum jev_status check_slots(struct dc_req *q, int32_t B) {
     const struct jev_state *st = &q->d->engine->state;
@@ -35,14 +38,44 @@ static enum jev_status check_slots(struct dc_req *q, int32_t B) {
     return JEV_OK;
 }
 
-enum jev_status dc_path_shared(struct dc_req *q) {
-    struct jev_decide_stats *st = &q->res->stats;
-    int32_t B = dc_batch_size(q);
-    JEV_TRY(check_slots(q, B));
-    if (q->has_image)
-        JEV_TRY(dc_image_encode(q));
+/* ---- the kept prefix (reuse_prefix) ---- */
 
-    /* the prefix, once */
+void dc_kept_drop(struct jev_decider *d) {
+    if (d->kept.seq)
+        jev_seq_free(d->kept.seq);
+    memset(&d->kept, 0, sizeof d->kept);
+}
+
+/* The digest of everything the prefix's state depends on besides the model: its ids (the image
+ * pads' count among them) and the image's bytes (the decider's resize bound is fixed). */
+static void prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
+    size_t n = q->prefix.n * sizeof(int32_t), m = n + JEV_SHA256_HEX + 1;
+    unsigned char *buf = malloc(m);
+    if (!buf) {
+        out[0] = '\0'; /* unkeyed: never equal to a kept key */
+        return;
+    }
+    memcpy(buf, q->prefix.ids, n);
+    buf[n] = q->has_image;
+    memcpy(buf + n + 1, q->has_image ? q->image_key : "", q->has_image ? JEV_SHA256_HEX : 1);
+    jev_sha256_hex(buf, q->has_image ? m : n + 2, out);
+    free(buf);
+}
+
+/* Whether this request may keep or reuse its prefix: asked for, and an image (if any) with bytes
+ * that were digested (a path image is read by the decoder: nothing to compare). */
+static bool keyable(const struct dc_req *q) { return q->p.reuse_prefix && (!q->has_image || q->image_key[0]); }
+
+/* The prefix forward (image pads filled from the tower), into a new sequence. */
+static enum jev_status prefill(struct dc_req *q, struct jev_seq **out) {
+    struct jev_decide_stats *st = &q->res->stats;
+    if (q->image_deferred) {
+        dc_image_from_kept(q); /* the same image bytes as the last request: its embeddings */
+    } else if (q->has_image) {
+        JEV_TRY(dc_image_encode(q));
+        if (q->image_key[0])
+            dc_image_keep(q);
+    }
     struct jev_seq *prefix = NULL;
     JEV_TRY(dc_seq_new(q, &prefix));
     int32_t P = (int32_t)q->prefix.n, delta = 0;
@@ -60,6 +93,35 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     }
     prefix->rope_delta = delta; /* text after the image: position = index + delta */
     st->prefill_ms += jev_now_ms() - t0;
+    *out = prefix;
+    return JEV_OK;
+}
+
+enum jev_status dc_path_shared(struct dc_req *q) {
+    struct jev_decide_stats *st = &q->res->stats;
+    struct jev_decider *d = q->d;
+    int32_t B = dc_batch_size(q);
+    JEV_TRY(check_slots(q, B));
+
+    /* the prefix, once: the kept one when it is this request's, else a prefill (kept for the next) */
+    char key[JEV_SHA256_HEX] = "";
+    if (keyable(q))
+        prefix_key(q, key);
+    struct jev_seq *prefix = NULL;
+    bool kept = key[0] && d->kept.seq && !strcmp(d->kept.key, key);
+    if (kept) {
+        prefix = d->kept.seq;
+        st->prefix_reused = true;
+    } else {
+        dc_kept_drop(d); /* its sequence slot and K/V pages go back before this prefill takes its own */
+        JEV_TRY(prefill(q, &prefix));
+        if (key[0]) { /* out of the request's table: the decider holds it from now on */
+            dc_seq_detach(q, prefix);
+            d->kept.seq = prefix;
+            memcpy(d->kept.key, key, sizeof key);
+            kept = true;
+        }
+    }
 
     /* the suffixes, B at a time */
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
@@ -85,6 +147,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
         JEV_TRY(dc_score_read(q, b0, n, q->seqs));
         st->scoring_ms += jev_now_ms() - t1;
     }
-    dc_seq_release(q, prefix);
+    if (!kept)
+        dc_seq_release(q, prefix);
     return JEV_OK;
 }

@@ -17,6 +17,7 @@
 #include <stdatomic.h>
 
 #include "base/arena.h"              // defines: struct jev_arena
+#include "base/sha256.h"             // defines: JEV_SHA256_HEX
 #include "decide/labels.h"           // defines: struct jev_labels
 #include "decide/pipeline.h"         // defines: struct jev_decider, struct jev_decide_params
 #include "decide/prompt-render.h"    // defines: struct jev_prompt_frame
@@ -33,6 +34,23 @@
 /* Bytes of one trie-round task (score.c's struct dc_task, rounded up). */
 #define DC_TASK_BYTES 32
 
+/* The last shared prefix, alive between requests (decide params reuse_prefix): its sequence (in
+ * no request's live table), the digest of what determines it, and the image's size, so that a
+ * request with the same image bytes needs no decode to build its prompt. */
+struct dc_kept {
+    struct jev_seq *seq;      /* NULL: nothing kept */
+    char key[JEV_SHA256_HEX]; /* sha256 of the prefix ids and the image digest */
+};
+
+/* The last image's tower output, kept with the same switch: a request with the same image bytes
+ * and another state skips the decode and the tower (its prefill still runs). Host memory. */
+struct dc_kept_image {
+    char key[JEV_SHA256_HEX];          /* sha256 of the image file's bytes; "" when nothing is kept */
+    struct jev_vision_size size;       /* its grid after the decider's bound */
+    int32_t image_width, image_height; /* its original pixels */
+    float *embd;                       /* [size.n_tokens][hidden] the image-token embeddings (malloc) */
+};
+
 struct jev_decider {
     struct jev_model *model;          /* shared, immutable (not owned) */
     struct jev_engine *engine;        /* the worker it drives (not owned) */
@@ -47,6 +65,9 @@ struct jev_decider {
     int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
     double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
+    bool reuse_prefix;                /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
+    struct dc_kept kept;              /* the last shared prefix, kept for the next request (path-shared.c) */
+    struct dc_kept_image kept_image;  /* the last image's embeddings, kept likewise */
     atomic_bool lost;                 /* the device failed for good: every run refuses (jev_decider_status) */
     char lost_msg[512];               /* why; written before lost is set */
 };
@@ -84,6 +105,8 @@ struct dc_req {
     float *img_embd;                  /* [n_img_tok][D] image-token embeddings (arena) */
     int32_t n_img_tok;                /* image-pad tokens of the image */
     int64_t image_bytes;              /* bytes the decode + preprocessing held at once */
+    char image_key[JEV_SHA256_HEX];   /* reuse_prefix: sha256 of the image bytes; "" when not keyed */
+    bool image_deferred;              /* the kept image: size known, decode and tower skipped */
     /* tokens */
     struct jev_tokens prefix;         /* the shared prefix (image pads included) */
     int32_t img_at;                   /* index of the first image pad in the prefix; -1 when none */
@@ -132,6 +155,10 @@ enum jev_status dc_candidate_tokens(struct jev_decider *d, const struct jev_ques
 enum jev_status dc_image_load(struct dc_req *q);
 /* Runs the vision tower on q->vin into q->img_embd (timed as vision_ms, counted). */
 enum jev_status dc_image_encode(struct dc_req *q);
+/* The kept image's embeddings into this request's (dc_image_load deferred its decode). */
+void dc_image_from_kept(struct dc_req *q);
+/* Keeps this request's image embeddings (after dc_image_encode) for the next request. */
+void dc_image_keep(struct dc_req *q);
 /* Frees the decoded image and the preprocessed pixels. */
 void dc_image_release(struct dc_req *q);
 
@@ -144,6 +171,12 @@ void dc_mrope_slice(const struct dc_req *q, int32_t n, int32_t start, int32_t co
 enum jev_status dc_seq_new(struct dc_req *q, struct jev_seq **out);
 enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev_seq **out);
 void dc_seq_release(struct dc_req *q, struct jev_seq *s);
+/* Takes s out of the request's table without freeing it (the decider keeps it: dc_kept). */
+void dc_seq_detach(struct dc_req *q, struct jev_seq *s);
+/* Frees the decider's kept prefix, if any (a request that needs the slot and pages, the decider's end). */
+void dc_kept_drop(struct jev_decider *d);
+/* Frees the kept image embeddings (reuse turned off, the decider's end). */
+void dc_kept_image_drop(struct jev_decider *d);
 
 /* jev_lm_forward with the engine, then the peak bookkeeping. */
 enum jev_status dc_forward(struct dc_req *q, const struct jev_lm_batch *b);

@@ -217,7 +217,7 @@ enum jev_status dc_prepare_tokens(struct dc_req *q) {
 
 /* Bytes from the request (base64-decoded by the parser) or a file path (workload, CLI); the image is
  * decoded, bounded and preprocessed; the decoded RGB is freed right away, the pixel values kept. */
-enum jev_status dc_image_load(struct dc_req *q) {
+static enum jev_status image_decode(struct dc_req *q) {
     struct jev_decider *d = q->d;
     const struct jev_image_input *in = &q->r->image;
     double t0 = jev_now_ms();
@@ -252,17 +252,77 @@ enum jev_status dc_image_load(struct dc_req *q) {
     return s;
 }
 
+/* With reuse_prefix on the shared path, image bytes are keyed by their digest; when the decider
+ * keeps the embeddings of the same bytes, the prompt needs only the image's size (kept with them),
+ * and neither the decode nor the tower runs (dc_image_from_kept). */
+enum jev_status dc_image_load(struct dc_req *q) {
+    const struct jev_image_input *in = &q->r->image;
+    const struct dc_kept_image *k = &q->d->kept_image;
+    q->image_key[0] = '\0';
+    if (q->p.reuse_prefix && q->p.path == JEV_DECIDE_SHARED && in->bytes) {
+        double t0 = jev_now_ms();
+        jev_sha256_hex(in->bytes, in->n_bytes, q->image_key);
+        if (k->embd && !strcmp(k->key, q->image_key)) {
+            struct jev_decide_stats *st = &q->res->stats;
+            q->image_deferred = true;
+            q->vin.size = k->size;
+            q->n_img_tok = k->size.n_tokens;
+            st->image_width = k->image_width;
+            st->image_height = k->image_height;
+            st->resized_width = k->size.width;
+            st->resized_height = k->size.height;
+            st->image_ms += jev_now_ms() - t0;
+            return JEV_OK;
+        }
+    }
+    return image_decode(q);
+}
+
+void dc_kept_image_drop(struct jev_decider *d) {
+    free(d->kept_image.embd);
+    memset(&d->kept_image, 0, sizeof d->kept_image);
+}
+
+/* The image pads' input rows point at the embeddings. */
+static void image_place(struct dc_req *q) {
+    if (q->img_at < 0)
+        return;
+    int64_t D = q->d->model->config.text.hidden;
+    for (int32_t k = 0; k < q->n_img_tok; k++)
+        q->embd[q->img_at + k] = q->img_embd + (int64_t)k * D;
+}
+
+void dc_image_from_kept(struct dc_req *q) {
+    double t0 = jev_now_ms();
+    const struct dc_kept_image *k = &q->d->kept_image;
+    memcpy(q->img_embd, k->embd, (size_t)k->size.n_tokens * (size_t)q->d->model->config.text.hidden * sizeof(float));
+    image_place(q);
+    q->res->stats.vision_ms += jev_now_ms() - t0;
+}
+
+void dc_image_keep(struct dc_req *q) {
+    struct dc_kept_image *k = &q->d->kept_image;
+    size_t bytes = (size_t)q->n_img_tok * (size_t)q->d->model->config.text.hidden * sizeof(float);
+    float *e = realloc(k->embd, bytes > 0 ? bytes : 1);
+    if (!e) { /* nothing kept: the next request runs its image as usual */
+        dc_kept_image_drop(q->d);
+        return;
+    }
+    memcpy(e, q->img_embd, bytes);
+    k->embd = e;
+    memcpy(k->key, q->image_key, sizeof k->key);
+    k->size = q->vin.size;
+    k->image_width = q->res->stats.image_width;
+    k->image_height = q->res->stats.image_height;
+}
+
 enum jev_status dc_image_encode(struct dc_req *q) {
     struct jev_decider *d = q->d;
     double t0 = jev_now_ms();
     enum jev_status s = jev_vision_forward(&d->vision, q->vin.pixels, q->vin.size.grid_h, q->vin.size.grid_w,
                                            q->img_embd, q->err);
-    /* placing the embeddings: the image pads' input rows point at them */
-    if (s == JEV_OK && q->img_at >= 0) {
-        int64_t D = d->model->config.text.hidden;
-        for (int32_t k = 0; k < q->n_img_tok; k++)
-            q->embd[q->img_at + k] = q->img_embd + (int64_t)k * D;
-    }
+    if (s == JEV_OK)
+        image_place(q);
     q->res->stats.vision_ms += jev_now_ms() - t0;
     return s;
 }
@@ -316,6 +376,12 @@ enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev
     JEV_TRY(hold(q, *out));
     dc_track(q);
     return JEV_OK;
+}
+
+void dc_seq_detach(struct dc_req *q, struct jev_seq *s) {
+    for (int32_t i = 0; i < q->cap_live; i++)
+        if (q->live[i].seq == s)
+            q->live[i].seq = NULL;
 }
 
 void dc_seq_release(struct dc_req *q, struct jev_seq *s) {

@@ -109,6 +109,7 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
         return jev_fail(err, JEV_ERR_NOMEM, "decider: out of memory");
     d->model = model;
     d->engine = engine;
+    d->reuse_prefix = true;
     d->frame = jev_prompt_frame_default();
     d->image_max_side = dp.image_max_side == 0 ? 768 : dp.image_max_side;
     char path[4096];
@@ -168,6 +169,8 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
 void jev_decider_free(struct jev_decider *d) {
     if (!d)
         return;
+    dc_kept_drop(d);
+    dc_kept_image_drop(d);
     if (d->has_vision)
         jev_vision_free(&d->vision);
     jev_tokenizer_free(d->tok);
@@ -242,6 +245,9 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
     int64_t v0 = d->has_vision ? d->vision.n_forwards : 0;
     if (e->ops->memory) /* a device backend counts its own bytes: the call's peak starts from now */
         e->ops->memory(e->be, NULL, NULL, true);
+    /* a kept prefix is only of use to the shared path that keeps them; otherwise its slot and pages go back */
+    if (q->p.path != JEV_DECIDE_SHARED || !q->p.reuse_prefix)
+        dc_kept_drop(d);
     enum jev_status s = jev_answers_init(&out->answers, r, err);
     if (s == JEV_OK)
         s = prepare(q, true, true);
@@ -273,7 +279,8 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
     }
     if (q->p.path != JEV_DECIDE_GENERATE) {
         out->valid = s == JEV_OK;
-        out->usage.input_tokens = st->lm_tokens;
+        /* the prefix counts whether it ran now or was kept: the same request reports the same usage */
+        out->usage.input_tokens = st->lm_tokens + (st->prefix_reused ? st->prefix_tokens : 0);
     } else {
         out->usage.input_tokens = st->prompt_tokens;
         out->usage.output_tokens = st->output_tokens;

@@ -97,6 +97,12 @@ struct jev_decide_params {
     double timeout_ms;               /* > 0: a request still running this long after it began stops before
                                       * its next forward with JEV_ERR_ABORTED (HTTP 504, "timeout");
                                       * 0 = no limit */
+    bool reuse_prefix;               /* shared path: keep this request's prefix (image + state, its K/V and
+                                      * linear state) in the decider, and fork from the kept one when the
+                                      * next request's prefix and image bytes are the same: no image decode,
+                                      * no vision, no prefill. Answers are bit-identical either way. Off by
+                                      * default (the benchmark measures every prefill); jev_decide_json
+                                      * turns it on (jev_decider_set_prefix_reuse) */
 };
 
 /* What one request cost. Times in ms (monotonic clock). */
@@ -122,6 +128,7 @@ struct jev_decide_stats {
     int32_t image_height;    /* original pixels */
     int32_t resized_width;   /* after the bound and smart_resize */
     int32_t resized_height;  /* after the bound and smart_resize */
+    bool prefix_reused;      /* the shared prefix was the decider's kept one (reuse_prefix) */
 };
 
 /* The outcome of one request. Free with jev_decide_result_free. */

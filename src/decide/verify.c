@@ -148,6 +148,7 @@ enum jev_status jev_verify_run(struct jev_decider *d, const struct jev_verify_op
                                struct jev_verify_summary *sum, struct jev_error *err) {
     *out = NULL;
     memset(sum, 0, sizeof *sum);
+    dc_kept_drop(d); /* its own sequences come straight from the engine: the slot and pages go back */
     struct jev_verify_opts o = opts ? *opts : (struct jev_verify_opts){0};
     double tol = o.tolerance > 0 ? o.tolerance : 1e-4;
     char *body = request_body();

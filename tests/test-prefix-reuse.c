@@ -1,0 +1,236 @@
+/*
+ * test-prefix-reuse.c - the decider's kept prefix (decide params reuse_prefix, jev_decide_json's
+ * default): a request whose prefix (chat frame, image, state) and image bytes equal the last
+ * one's forks from the kept state and runs neither the image decode, the tower nor the prefill.
+ *
+ * Checked on the tiny synthetic model with two PNG images given as bytes (as a request's data
+ * URL carries them):
+ * - the repeat reuses (counters: no vision forward, only the suffix forwards) and its answers are
+ *   bit-identical to the first run's and to a run without reuse;
+ * - a different state with the same image reuses the image's tower output (no decode, no tower,
+ *   the prefill runs); a different image of the same size with the same state reuses nothing
+ *   (only the bytes' digest tells them apart); a text-only request reuses its prefix too;
+ * - an image given by path is never kept (its bytes are not digested);
+ * - the independent path, reuse turned off, and jev_verify_run give the kept sequence back;
+ * - through jev_decide_json (reuse on by default) the same body answers the same bytes, usage
+ *   included.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decide/pipeline.h" // defines: jev_decide_run, jev_decider_init
+#include "io/read-file.h"    // defines: jev_read_file
+#include "model/engine.h"    // defines: struct jev_engine (its state's live count)
+#include "tiny-model.h"      // defines: tiny_model_write, tiny_test_dir
+
+static struct {
+    struct jev_model *model;
+    struct jev_engine *engine;
+    struct jev_decider *d;
+    char *png[2]; /* two different images */
+    size_t png_n[2];
+} F;
+
+static const char *S1 = "{\"state\":{\"note\":\"a red door\"},\"questions\":{"
+                        "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"},"
+                        "\"color\":{\"type\":\"choice\",\"instructions\":\"Which color?\","
+                        "\"criteria\":{\"red\":null,\"blue\":\"like the sky\",\"green\":null}},"
+                        "\"size\":{\"type\":\"score\",\"instructions\":\"How big?\",\"criteria\":[\"small\","
+                        "\"large\"]},\"open\":{\"type\":\"noul\",\"instructions\":\"Is it open?\"},"
+                        "\"wood\":{\"type\":\"noul\",\"instructions\":\"Is it wooden?\"}}}";
+static const char *S2 = "{\"state\":{\"note\":\"a blue door\"},\"questions\":{"
+                        "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"}}}";
+
+static int setup(void **state) {
+    (void)state;
+    char dir[1024];
+    tiny_test_dir("prefix-reuse", "tiny-hf", dir, sizeof dir);
+    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
+        return -1;
+    struct jev_error err = {0};
+    struct jev_model_params mp = jev_model_default_params();
+    mp.n_threads = 2;
+    if (jev_model_open(dir, &mp, &F.model, &err) != JEV_OK) {
+        fprintf(stderr, "model: %s\n", err.msg);
+        return -1;
+    }
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_batch = 8;
+    ep.max_tokens = 2048;
+    if (jev_engine_init(F.model, &ep, &F.engine) != JEV_OK ||
+        jev_decider_init(F.model, F.engine, NULL, &F.d, &err) != JEV_OK) {
+        fprintf(stderr, "engine/decider: %s %s\n", jev_engine_last_error(F.engine), err.msg);
+        return -1;
+    }
+    const char *files[2] = {"tests/data/rgb8.png", "tests/data/grey8.png"}; /* same size: only the bytes tell */
+    for (int i = 0; i < 2; i++)
+        if (jev_read_file(files[i], 1 << 24, &F.png[i], &F.png_n[i], &err) != JEV_OK) {
+            fprintf(stderr, "%s\n", err.msg);
+            return -1;
+        }
+    return 0;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    jev_decider_free(F.d);
+    jev_engine_free(F.engine);
+    jev_model_free(F.model);
+    free(F.png[0]);
+    free(F.png[1]);
+    return 0;
+}
+
+/* A request from a body, with image `img` (0 or 1) as bytes, -1 none, -2 the path of image 0. */
+static void request(const char *body, int img, struct jev_request *r) {
+    struct jev_request_error rerr = {0};
+    if (jev_request_parse_systemone(body, strlen(body), NULL, r, &rerr) != JEV_OK)
+        fail_msg("parse: %s", rerr.message);
+    if (img == -2 && jev_request_set_image_path(r, "tests/data/rgb8.png", &rerr) != JEV_OK)
+        fail_msg("image: %s", rerr.message);
+    if (img >= 0) {
+        r->has_image = true;
+        r->image.format = JEV_IMAGE_PNG;
+        r->image.bytes = malloc(F.png_n[img]);
+        assert_non_null(r->image.bytes);
+        memcpy(r->image.bytes, F.png[img], F.png_n[img]);
+        r->image.n_bytes = F.png_n[img];
+    }
+}
+
+static void run(const struct jev_request *r, bool reuse, enum jev_decide_path path, struct jev_decide_result *res) {
+    struct jev_decide_params p = jev_decide_default_params();
+    p.reuse_prefix = reuse;
+    p.path = path;
+    p.batch = 2;
+    struct jev_error err = {0};
+    if (jev_decide_run(F.d, r, &p, res, &err) != JEV_OK)
+        fail_msg("run: %s", err.msg);
+}
+
+/* Every probability bit-identical. */
+static void same_answers(const struct jev_decide_result *a, const struct jev_decide_result *b) {
+    assert_int_equal(a->answers.n, b->answers.n);
+    for (int32_t i = 0; i < a->answers.n; i++) {
+        assert_int_equal(a->answers.items[i].n, b->answers.items[i].n);
+        assert_memory_equal(a->answers.items[i].probs, b->answers.items[i].probs,
+                            (size_t)a->answers.items[i].n * sizeof(double));
+    }
+}
+
+enum reuse { NONE, IMAGE, PREFIX }; /* what a run reused */
+
+/* One run with reuse: what it reused (from its counters, checked), its answers against a run
+ * without reuse on a second decider. */
+static enum reuse reused(const char *body, int img) {
+    struct jev_request r;
+    request(body, img, &r);
+    struct jev_decide_result kept, fresh;
+    run(&r, true, JEV_DECIDE_SHARED, &kept);
+    int32_t batches = (r.n_questions + 1) / 2;
+    enum reuse what = NONE;
+    if (kept.stats.prefix_reused) {
+        what = PREFIX;
+        assert_int_equal(kept.stats.vision_forwards, 0);
+        assert_int_equal(kept.stats.lm_forwards, batches);
+        assert_true(kept.stats.prefill_ms == 0.0 && kept.stats.vision_ms == 0.0);
+    } else {
+        assert_int_equal(kept.stats.lm_forwards, 1 + batches);
+        if (r.has_image && kept.stats.vision_forwards == 0)
+            what = IMAGE;
+        else
+            assert_int_equal(kept.stats.vision_forwards, r.has_image ? 1 : 0);
+    }
+    struct jev_decider *other = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_decider_init(F.model, F.engine, NULL, &other, &err), JEV_OK);
+    struct jev_decide_params p = jev_decide_default_params();
+    p.batch = 2;
+    assert_int_equal(jev_decide_run(other, &r, &p, &fresh, &err), JEV_OK);
+    assert_false(fresh.stats.prefix_reused);
+    assert_int_equal(fresh.stats.vision_forwards, r.has_image ? 1 : 0);
+    same_answers(&kept, &fresh);
+    assert_int_equal(kept.usage.input_tokens, fresh.usage.input_tokens);
+    jev_decider_free(other);
+    jev_decide_result_free(&kept);
+    jev_decide_result_free(&fresh);
+    jev_request_free(&r);
+    return what;
+}
+
+static void test_hits_and_misses(void **state) {
+    (void)state;
+    assert_int_equal(reused(S1, 0), NONE); /* nothing kept yet */
+    assert_int_equal(reused(S1, 0), PREFIX); /* the same: kept */
+    assert_int_equal(reused(S1, 0), PREFIX);
+    assert_int_equal(reused(S2, 0), IMAGE);  /* same image, another state: the tower's output is kept */
+    assert_int_equal(reused(S2, 1), NONE);   /* another image (same size), same state */
+    assert_int_equal(reused(S2, 1), PREFIX);
+    assert_int_equal(reused(S1, 1), IMAGE);
+    assert_int_equal(reused(S1, -1), NONE); /* text only */
+    assert_int_equal(reused(S1, -1), PREFIX);
+    assert_int_equal(reused(S1, 1), IMAGE); /* the image is kept across a text-only request */
+    assert_int_equal(reused(S1, -2), NONE); /* an image path: never kept */
+    assert_int_equal(reused(S1, -2), NONE);
+}
+
+static void test_kept_sequence_given_back(void **state) {
+    (void)state;
+    const struct jev_state *st = &F.engine->state;
+    reused(S2, 1);
+    assert_int_equal(reused(S2, 1), PREFIX); /* kept now */
+    assert_int_equal(st->n_live, 1);
+    struct jev_request r;
+    request(S2, 1, &r);
+    struct jev_decide_result res;
+    run(&r, true, JEV_DECIDE_INDEPENDENT, &res); /* another path: the slot goes back */
+    jev_decide_result_free(&res);
+    assert_int_equal(st->n_live, 0);
+    run(&r, true, JEV_DECIDE_SHARED, &res);
+    assert_false(res.stats.prefix_reused);
+    jev_decide_result_free(&res);
+    assert_int_equal(st->n_live, 1);
+    run(&r, false, JEV_DECIDE_SHARED, &res); /* reuse off: the kept one goes back */
+    assert_false(res.stats.prefix_reused);
+    jev_decide_result_free(&res);
+    assert_int_equal(st->n_live, 0);
+    jev_request_free(&r);
+}
+
+/* The public entry point keeps prefixes by default; the same body answers the same bytes. */
+static void test_public_api(void **state) {
+    (void)state;
+    const struct jev_state *st = &F.engine->state;
+    char *a = NULL, *b = NULL;
+    int32_t ha = 0, hb = 0;
+    jev_decide_json(F.d, S1, strlen(S1), JEV_REQUEST_SYSTEMONE, &a, &ha);
+    assert_int_equal(st->n_live, 1);
+    jev_decide_json(F.d, S1, strlen(S1), JEV_REQUEST_SYSTEMONE, &b, &hb);
+    assert_int_equal(ha, 200);
+    assert_int_equal(hb, 200);
+    assert_string_equal(a, b);
+    jev_free(a);
+    jev_free(b);
+    jev_decider_set_prefix_reuse(F.d, false);
+    assert_int_equal(st->n_live, 0);
+    jev_decide_json(F.d, S1, strlen(S1), JEV_REQUEST_SYSTEMONE, &a, &ha);
+    assert_int_equal(st->n_live, 0);
+    jev_free(a);
+    jev_decider_set_prefix_reuse(F.d, true);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hits_and_misses),
+        cmocka_unit_test(test_kept_sequence_given_back),
+        cmocka_unit_test(test_public_api),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
