@@ -35,7 +35,7 @@
 #include "model/engine.h"   // defines: jev_engine_init_on
 #include "serve-test.h"     // defines: struct reply, reply_on_body
 #include "server/server.h"  // defines: jev_server_start, jev_server_stop
-#include "tiny-model.h"     // defines: tiny_model_write, tiny_test_dir
+#include "tiny-model.h"     // defines: tiny_model_open
 
 /* ---- a backend whose status reports a planted fault ---- */
 
@@ -71,16 +71,8 @@ static struct {
 static int setup(void **state) {
     (void)state;
     char dir[1024];
-    tiny_test_dir("device-fault", "tiny-hf", dir, sizeof dir);
-    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
+    if (tiny_model_open("device-fault", 2, dir, sizeof dir, &F.model) != 0)
         return -1;
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 2;
-    char msg[512];
-    if (jev_model_load(dir, &mp, &F.model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "load %s: %s\n", dir, msg);
-        return -1;
-    }
     faulty_ops = jev_cpu_ops;
     faulty_ops.name = "faulty";
     faulty_ops.status = faulty_status;

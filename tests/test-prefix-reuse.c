@@ -28,7 +28,7 @@
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decider_init
 #include "io/read-file.h"    // defines: jev_read_file
 #include "model/engine.h"    // defines: struct jev_engine (its state's live count)
-#include "tiny-model.h"      // defines: tiny_model_write, tiny_test_dir
+#include "tiny-model.h"      // defines: tiny_decider_open
 
 static struct {
     struct jev_model *model;
@@ -51,24 +51,12 @@ static const char *S2 = "{\"state\":{\"note\":\"a blue door\"},\"questions\":{"
 static int setup(void **state) {
     (void)state;
     char dir[1024];
-    tiny_test_dir("prefix-reuse", "tiny-hf", dir, sizeof dir);
-    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
-        return -1;
-    struct jev_error err = {0};
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 2;
-    if (jev_model_open(dir, &mp, &F.model, &err) != JEV_OK) {
-        fprintf(stderr, "model: %s\n", err.msg);
-        return -1;
-    }
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_batch = 8;
     ep.max_tokens = 2048;
-    if (jev_engine_init(F.model, &ep, &F.engine) != JEV_OK ||
-        jev_decider_init(F.model, F.engine, NULL, &F.d, &err) != JEV_OK) {
-        fprintf(stderr, "engine/decider: %s %s\n", jev_engine_last_error(F.engine), err.msg);
+    if (tiny_decider_open("prefix-reuse", 2, &ep, dir, sizeof dir, &F.model, &F.engine, &F.d) != 0)
         return -1;
-    }
+    struct jev_error err = {0};
     const char *files[2] = {"tests/data/rgb8.png", "tests/data/grey8.png"}; /* same size: only the bytes tell */
     for (int i = 0; i < 2; i++)
         if (jev_read_file(files[i], 1 << 24, &F.png[i], &F.png_n[i], &err) != JEV_OK) {
@@ -80,7 +68,7 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    jev_decider_free(F.d);
+    jev_decider_close(F.d);
     jev_engine_free(F.engine);
     jev_model_free(F.model);
     free(F.png[0]);

@@ -39,14 +39,10 @@ static inline int tiny_model_write(const char *dir, enum jev_synth_layout layout
     return 0;
 }
 
-/*
- * The tiny model written to $JEV_TEST_DIR/SUB/tiny-hf (path into dir), loaded with n_threads compute
- * threads, an engine (ep NULL = the defaults) and a decider over it: what the public-API and HTTP
- * tests answer directly. 0, or -1 with the reason on stderr.
- */
-static inline int tiny_decider_open(const char *sub, int32_t n_threads, const struct jev_engine_params *ep,
-                                    char *dir, size_t dir_size, struct jev_model **model, struct jev_engine **engine,
-                                    struct jev_decider **decider) {
+/* The tiny model written to $JEV_TEST_DIR/SUB/tiny-hf (path into dir) and loaded with n_threads
+ * compute threads. 0, or -1 with the reason on stderr. */
+static inline int tiny_model_open(const char *sub, int32_t n_threads, char *dir, size_t dir_size,
+                                  struct jev_model **model) {
     tiny_test_dir(sub, "tiny-hf", dir, dir_size);
     if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
         return -1;
@@ -57,6 +53,18 @@ static inline int tiny_decider_open(const char *sub, int32_t n_threads, const st
         fprintf(stderr, "load %s: %s\n", dir, msg);
         return -1;
     }
+    return 0;
+}
+
+/*
+ * The tiny model (tiny_model_open), an engine (ep NULL = the defaults) and a decider over it: what
+ * the public-API and HTTP tests answer directly. 0, or -1 with the reason on stderr.
+ */
+static inline int tiny_decider_open(const char *sub, int32_t n_threads, const struct jev_engine_params *ep,
+                                    char *dir, size_t dir_size, struct jev_model **model, struct jev_engine **engine,
+                                    struct jev_decider **decider) {
+    if (tiny_model_open(sub, n_threads, dir, dir_size, model) != 0)
+        return -1;
     struct jev_engine_params def = jev_engine_default_params();
     if (jev_engine_init(*model, ep ? ep : &def, engine) != JEV_OK) {
         fprintf(stderr, "engine: %s\n", jev_engine_last_error(*engine));
