@@ -30,12 +30,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/ops.h"    // defines: jev_cpu_ops, jev_cpu_backend_new
-#include "base/pool.h"      // defines: jev_pool_init
-#include "model/engine.h"   // defines: jev_engine_init_on
-#include "serve-test.h"     // defines: struct reply, reply_on_body
-#include "server/server.h"  // defines: jev_server_start, jev_server_stop
-#include "tiny-model.h"     // defines: tiny_model_open
+#include "backend/ops.h"   // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "base/pool.h"     // defines: jev_pool_init
+#include "model/engine.h"  // defines: jev_engine_init_on
+#include "serve-test.h"    // defines: struct reply, reply_on_body
+#include "server/server.h" // defines: jev_server_start, jev_server_stop
+#include "tiny-model.h"    // defines: tiny_model_open
 
 /* ---- a backend whose status reports a planted fault ---- */
 

@@ -155,11 +155,11 @@ static enum reuse reused(const char *body, int img) {
 
 static void test_hits_and_misses(void **state) {
     (void)state;
-    assert_int_equal(reused(S1, 0), NONE); /* nothing kept yet */
+    assert_int_equal(reused(S1, 0), NONE);   /* nothing kept yet */
     assert_int_equal(reused(S1, 0), PREFIX); /* the same: kept */
     assert_int_equal(reused(S1, 0), PREFIX);
-    assert_int_equal(reused(S2, 0), IMAGE);  /* same image, another state: the tower's output is kept */
-    assert_int_equal(reused(S2, 1), NONE);   /* another image (same size), same state */
+    assert_int_equal(reused(S2, 0), IMAGE); /* same image, another state: the tower's output is kept */
+    assert_int_equal(reused(S2, 1), NONE);  /* another image (same size), same state */
     assert_int_equal(reused(S2, 1), PREFIX);
     assert_int_equal(reused(S1, 1), IMAGE);
     assert_int_equal(reused(S1, -1), NONE); /* text only */
