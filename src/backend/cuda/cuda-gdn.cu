@@ -13,17 +13,16 @@
  *               CPU does, so an old window row n+w > w that a short run still
  *               needs is read before it is overwritten.
  *
- * Delta rule: the token-by-token recurrence (HF torch_recurrent_gated_delta_
- * rule) for every run, also for those the CPU runs in the chunked form
- * (run->recurrent == false). Both forms are the same function; in f32 the
- * CPU's chunked and recurrent forms agree to NMSE 1e-13..1e-12 on the test's
- * inputs (dk = dv = 128, 500 tokens, slow and fast decay: measured), far
- * below the 1e-7 parity bound. The recurrence keeps a head's state on chip
- * for the whole run, needs no scratch, and serves decode (1 token) and the
- * decision path (short runs) well; the chunked form would win on long
- * prefill runs only (64-token matrix products instead of 64 dependent steps)
- * and is left for later. Per run the queries are scaled as the CPU form for
- * that run does (recurrent: / sqrt(dk); chunked: * f32(dk^-0.5)).
+ * Delta rule, two kernels. Runs the model layer marks chunked (prefill) with at least CHUNK_MIN_ROWS
+ * rows take the chunked form (rule_chunked, HF torch_chunk_gated_delta_rule as the CPU computes it:
+ * 64-row matrix products in shared memory); the others (decode's single cached tokens, the decision
+ * suffixes) take the token-by-token recurrence (rule_recurrent), which keeps a head's state on chip,
+ * needs no scratch and serves short runs well. The two forms are the same function: in f32 the CPU's
+ * chunked and recurrent forms agree to NMSE 1e-13..1e-12 on the test's inputs (dk = dv = 128, 500
+ * tokens, slow and fast decay: measured), far below the 1e-7 parity bound. A run the recurrence
+ * takes scales its queries as the CPU form for that run does (recurrent: / sqrt(dk); chunked:
+ * * f32(dk^-0.5)). The chunked kernel needs about 140 KiB of shared memory at the model's dims; a
+ * shape that does not fit the device takes the recurrence.
  *
  * Recurrence layout: one block per (run, value head, slice of 16 columns of
  * the [dk][dv] state). S = S*e^g + k (beta (v - S^T k))^T and o = S^T q touch
@@ -220,6 +219,153 @@ template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_
     }
 }
 
+/* ---- gated delta rule, chunked form ---- */
+
+/*
+ * HF torch_chunk_gated_delta_rule, as the CPU's gdn_chunk_head computes it (backend/cpu/cpu-lm.c), for
+ * runs the model layer marks chunked (prefill) and long enough that 64-row matrix products beat 64
+ * dependent steps. One block per (run, value head, slice of RULE_COLS state columns), 256 threads; per
+ * chunk of L <= C rows, with barriers between the steps:
+ *   1 q, k L2-normalised into shared memory (q * f32(dk^-0.5)), beta and g of the rows
+ *   2 cum = cumsum(g) (one thread, in row order as the CPU)
+ *   3 W = k beta e^cum [C][dk]; U = v beta [C][cols]
+ *   4 A = (k beta . k) e^(cum_i - cum_m), At = (q . k) e^(cum_i - cum_m), m <= i: one thread per (i, m)
+ *   5 (I + strict A)^-1 applied to U and W by forward substitution: one thread per column, no barrier
+ *     (a column's rows depend only on its own earlier rows)
+ *   6 U = U - W S (the chunk's V')       7 o = (q e^cum) S + At U
+ *   8 S = S e^cum_last + (k e^(cum_last - cum))^T U
+ * Every block computes steps 1-5 for all dk columns of W (they do not depend on the slice): redundant
+ * but cheap next to 128 blocks of parallelism instead of 16. Sums run in the CPU's index order; nvcc
+ * fuses multiply-adds, so results agree to f32 rounding (the parity test's NMSE bound), not bit for bit.
+ * Shared memory: Q, K, W [C][dk + 1] (padded rows), A, At [C][C], U [C][cols], S [dk][cols], cum,
+ * beta, e [C].
+ */
+#define CHUNK_THREADS 256
+#define CHUNK_MIN_ROWS 64 /* shorter runs take the recurrence */
+
+__host__ __device__ static inline size_t chunk_shared_floats(int32_t C, int32_t dk) {
+    return 3 * (size_t)C * (dk + 1) + 2 * (size_t)C * C + (size_t)C * RULE_COLS + (size_t)dk * RULE_COLS + 3 * (size_t)C;
+}
+
+__global__ static void __launch_bounds__(CHUNK_THREADS) rule_chunked(const struct rule_args a) {
+    extern __shared__ float sh[];
+    const struct jev_gdn_run run = a.runs[blockIdx.z];
+    const int32_t dk = a.s.dk, dv = a.s.dv, hv = a.s.hv, C = a.s.chunk, h = (int32_t)blockIdx.y;
+    const int32_t kh = h / (hv / a.s.hk), key_dim = a.s.hk * dk, conv_dim = 2 * key_dim + hv * dv;
+    const int32_t col0 = (int32_t)blockIdx.x * RULE_COLS;
+    const int32_t ncol = dv - col0 < RULE_COLS ? dv - col0 : RULE_COLS;
+    const int tid = (int)threadIdx.x, warp = tid / 32, n_warps = CHUNK_THREADS / 32;
+    /* rows of Q, K, W padded to dk + 1 floats: the threads of a warp read different rows at one column */
+    const int32_t ld = dk + 1;
+    float *Q = sh, *K = Q + (size_t)C * ld, *W = K + (size_t)C * ld;
+    float *A = W + (size_t)C * ld, *At = A + (size_t)C * C;
+    float *U = At + (size_t)C * C, *S = U + (size_t)C * RULE_COLS;
+    float *cum = S + (size_t)dk * RULE_COLS, *bet = cum + C, *ek = bet + C;
+    float *Sg = run.ssm + (int64_t)h * dk * dv; /* [dk][dv] in global memory */
+
+    for (int32_t e = tid; e < dk * RULE_COLS; e += CHUNK_THREADS) {
+        const int32_t i = e / RULE_COLS, c = e % RULE_COLS;
+        S[e] = c < ncol ? Sg[(int64_t)i * dv + col0 + c] : 0.0f;
+    }
+    for (int32_t c0 = 0; c0 < run.n; c0 += C) {
+        const int32_t L = run.n - c0 < C ? run.n - c0 : C;
+        /* 1: normalised q and k, gates */
+        for (int32_t i = warp; i < L; i += n_warps) {
+            const int64_t row = run.row0 + c0 + i;
+            const float *ur = a.u + row * conv_dim;
+            l2norm_warp(ur + kh * dk, dk, false, a.qscale, Q + (size_t)i * ld);
+            l2norm_warp(ur + key_dim + kh * dk, dk, false, 1.0f, K + (size_t)i * ld);
+            if (tid % 32 == 0) {
+                bet[i] = a.beta[row * hv + h];
+                cum[i] = a.g[row * hv + h];
+            }
+        }
+        __syncthreads();
+        /* 2: cumulative log decay, in row order */
+        if (tid == 0)
+            for (int32_t i = 1; i < L; i++)
+                cum[i] = cum[i - 1] + cum[i];
+        __syncthreads();
+        /* 3: W = k beta e^cum; U = v beta */
+        for (int32_t e = tid; e < L * dk; e += CHUNK_THREADS) {
+            const int32_t i = e / dk, d = e % dk;
+            W[(size_t)i * ld + d] = (K[(size_t)i * ld + d] * bet[i]) * expf(cum[i]);
+        }
+        for (int32_t e = tid; e < L * RULE_COLS; e += CHUNK_THREADS) {
+            const int32_t i = e / RULE_COLS, c = e % RULE_COLS;
+            const float *v = a.u + (run.row0 + c0 + i) * conv_dim + 2 * key_dim + h * dv;
+            U[e] = c < ncol ? v[col0 + c] * bet[i] : 0.0f;
+        }
+        /* 4: A and At on the lower triangle */
+        for (int32_t e = tid; e < L * L; e += CHUNK_THREADS) {
+            const int32_t i = e / L, m = e % L;
+            if (m > i)
+                continue;
+            const float decay = expf(cum[i] - cum[m]);
+            float kk = 0.0f, qk = 0.0f;
+            for (int32_t d = 0; d < dk; d++) {
+                kk += (K[(size_t)i * ld + d] * bet[i]) * K[(size_t)m * ld + d];
+                qk += Q[(size_t)i * ld + d] * K[(size_t)m * ld + d];
+            }
+            A[(size_t)i * C + m] = kk * decay;
+            At[(size_t)i * C + m] = qk * decay;
+        }
+        __syncthreads();
+        /* 5: forward substitution, one column per thread: the cols of U, then the dk of W */
+        for (int32_t col = tid; col < RULE_COLS + dk; col += CHUNK_THREADS) {
+            float *X = col < RULE_COLS ? U + col : W + (col - RULE_COLS);
+            const int32_t stride = col < RULE_COLS ? RULE_COLS : ld;
+            for (int32_t i = 1; i < L; i++) {
+                float acc = 0.0f;
+                for (int32_t m = 0; m < i; m++)
+                    acc += A[(size_t)i * C + m] * X[(size_t)m * stride];
+                X[(size_t)i * stride] = X[(size_t)i * stride] - acc;
+            }
+        }
+        __syncthreads();
+        /* 6: V' = U - W S */
+        for (int32_t e = tid; e < L * RULE_COLS; e += CHUNK_THREADS) {
+            const int32_t i = e / RULE_COLS, c = e % RULE_COLS;
+            float acc = 0.0f;
+            for (int32_t m = 0; m < dk; m++)
+                acc += W[(size_t)i * ld + m] * S[(size_t)m * RULE_COLS + c];
+            U[e] = U[e] - acc;
+        }
+        __syncthreads();
+        /* 7: o = (q e^cum) S + At V' (S is still the chunk's starting state) */
+        for (int32_t e = tid; e < L * RULE_COLS; e += CHUNK_THREADS) {
+            const int32_t i = e / RULE_COLS, c = e % RULE_COLS;
+            if (c >= ncol)
+                continue;
+            const float ec = expf(cum[i]);
+            float inter = 0.0f, intra = 0.0f;
+            for (int32_t m = 0; m < dk; m++)
+                inter += (Q[(size_t)i * ld + m] * ec) * S[(size_t)m * RULE_COLS + c];
+            for (int32_t m = 0; m <= i; m++)
+                intra += At[(size_t)i * C + m] * U[(size_t)m * RULE_COLS + c];
+            a.o[(run.row0 + c0 + i) * (hv * dv) + h * dv + col0 + c] = inter + intra;
+        }
+        for (int32_t i = tid; i < L; i += CHUNK_THREADS)
+            ek[i] = expf(cum[L - 1] - cum[i]);
+        __syncthreads();
+        /* 8: S = S e^cum_last + (k e^(cum_last - cum))^T V' */
+        const float chunk_decay = expf(cum[L - 1]);
+        for (int32_t e = tid; e < dk * RULE_COLS; e += CHUNK_THREADS) {
+            const int32_t m = e / RULE_COLS, c = e % RULE_COLS;
+            float acc = 0.0f;
+            for (int32_t i = 0; i < L; i++)
+                acc += (K[(size_t)i * ld + m] * ek[i]) * U[(size_t)i * RULE_COLS + c];
+            S[e] = S[e] * chunk_decay + acc;
+        }
+        __syncthreads(); /* the next chunk overwrites Q, K, U, cum */
+    }
+    for (int32_t e = tid; e < dk * RULE_COLS; e += CHUNK_THREADS) {
+        const int32_t i = e / RULE_COLS, c = e % RULE_COLS;
+        if (c < ncol)
+            Sg[(int64_t)i * dv + col0 + c] = S[e];
+    }
+}
+
 /* Records a launch error (the ops cannot fail); dk above the kernels' register budget is a sizing bug. */
 void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                        const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
@@ -229,21 +375,50 @@ void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, co
         jev_cuda_check(be, cudaErrorInvalidValue, "gdn_rule shape");
         return;
     }
+    /* long chunked-form runs to the chunked kernel, the rest to the recurrence (two launches, one table each) */
+    size_t shared_chunk = chunk_shared_floats(s->chunk, s->dk) * sizeof(float);
+    bool chunk_fits = s->chunk > 0 && shared_chunk <= be->shared_optin;
+    struct jev_gdn_run *sel = (struct jev_gdn_run *)malloc(2 * (size_t)n_runs * sizeof *sel);
+    if (!sel) {
+        jev_cuda_check(be, cudaErrorMemoryAllocation, "gdn_rule run tables");
+        return;
+    }
+    struct jev_gdn_run *chunked = sel, *recurrent = sel + n_runs;
+    int32_t n_chunked = 0, n_recurrent = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        if (chunk_fits && !runs[r].recurrent && runs[r].n >= CHUNK_MIN_ROWS)
+            chunked[n_chunked++] = runs[r];
+        else
+            recurrent[n_recurrent++] = runs[r];
+    }
     jev_cuda_stage_reset(be);
     struct rule_args a;
     a.s = *s;
     a.u = u;
     a.g = g;
     a.beta = beta;
-    a.runs = (const struct jev_gdn_run *)jev_cuda_stage(be, runs, (size_t)n_runs * sizeof(*runs));
     a.o = o;
     a.qdiv = sqrtf((float)s->dk);
     a.qscale = (float)(1.0 / sqrt((double)s->dk));
-    dim3 grid((unsigned)((s->dv + RULE_COLS - 1) / RULE_COLS), (unsigned)s->hv, (unsigned)n_runs);
-    size_t shared = 2 * (size_t)s->dk * sizeof(float);
-    if (s->dk <= 16 * RULE_GROUPS)
-        rule_recurrent<16><<<grid, RULE_THREADS, shared, be->stream>>>(a);
-    else
-        rule_recurrent<32><<<grid, RULE_THREADS, shared, be->stream>>>(a);
-    jev_cuda_check(be, cudaGetLastError(), "gdn_rule");
+    const unsigned slices = (unsigned)((s->dv + RULE_COLS - 1) / RULE_COLS);
+    if (n_chunked > 0) {
+        a.runs = (const struct jev_gdn_run *)jev_cuda_stage(be, chunked, (size_t)n_chunked * sizeof(*runs));
+        jev_cuda_check(be, cudaFuncSetAttribute(rule_chunked, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                (int)shared_chunk),
+                       "gdn_rule shared memory");
+        dim3 grid(slices, (unsigned)s->hv, (unsigned)n_chunked);
+        rule_chunked<<<grid, CHUNK_THREADS, shared_chunk, be->stream>>>(a);
+        jev_cuda_check(be, cudaGetLastError(), "gdn_rule (chunked)");
+    }
+    if (n_recurrent > 0) {
+        a.runs = (const struct jev_gdn_run *)jev_cuda_stage(be, recurrent, (size_t)n_recurrent * sizeof(*runs));
+        dim3 grid(slices, (unsigned)s->hv, (unsigned)n_recurrent);
+        size_t shared = 2 * (size_t)s->dk * sizeof(float);
+        if (s->dk <= 16 * RULE_GROUPS)
+            rule_recurrent<16><<<grid, RULE_THREADS, shared, be->stream>>>(a);
+        else
+            rule_recurrent<32><<<grid, RULE_THREADS, shared, be->stream>>>(a);
+        jev_cuda_check(be, cudaGetLastError(), "gdn_rule (recurrent)");
+    }
+    free(sel); /* staged: the copies were taken */
 }

@@ -54,6 +54,7 @@ struct jev_backend {
     cudaError_t first_error;       /* first CUDA error seen by an op (cudaSuccess if none) */
     const char *first_error_where; /* the op that saw it */
     bool lost;                     /* a sticky fault: the context is unusable (cuda_status) */
+    size_t shared_optin;           /* shared memory one block may opt in to (cudaDeviceProp) */
     bool debug_sync;               /* JEV_CUDA_SYNC=1: wait after every launch, so that a fault names its op */
     int n_sm;                      /* multiprocessors, for grid sizing */
     /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */

@@ -49,6 +49,7 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
         return jev_fail(err, JEV_ERR_CUDA, "cuda: device %d: %s", device, cudaGetErrorString(e));
     }
     be->n_sm = prop.multiProcessorCount;
+    be->shared_optin = prop.sharedMemPerBlockOptin; /* what a kernel may ask for (227 KiB on the H200) */
     const char *sync = getenv("JEV_CUDA_SYNC");
     be->debug_sync = sync && *sync && strcmp(sync, "0") != 0;
     cublasStatus_t bs = cublasCreate(&be->blas);
