@@ -6,7 +6,8 @@
  * build-fuzz/decide-tiny-hf). The path and scoring come from the input's
  * length, so every path sees inputs. Whatever the bytes, the route must
  * answer or refuse with an error body - never crash, leak or leave a
- * sequence of the engine held.
+ * sequence of the engine held (but the decider's kept prefix, when the
+ * input asks for prefix reuse).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,7 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "decide/pipeline.h" // defines: jev_decide_body
+#include "decide/pipeline-int.h" // defines: struct jev_decider (its kept prefix)
+#include "decide/pipeline.h"     // defines: jev_decide_body
 #include "model/synth.h"     // defines: jev_synth_write
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -63,6 +65,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.scoring = (size / 3) % 2 ? JEV_SCORING_TEXT : JEV_SCORING_LABEL;
     p.batch = (int32_t)((size / 6) % 4); /* 0 = all */
     p.max_new_tokens = 6;                /* generation: a few steps are enough to exercise it */
+    p.reuse_prefix = (size / 96) % 2;    /* the kept prefix and image, half of the time */
     enum jev_request_shape shape = (size / 24) % 4 == 3 ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
     char *resp = NULL;
     struct jev_request_error rerr;
@@ -73,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s == JEV_OK || res.generated)
         jev_decide_result_free(&res);
     free(resp);
-    if (g_engine->state.n_live != 0)
-        abort(); /* every sequence went back */
+    if (g_engine->state.n_live != (g_d->kept.seq ? 1 : 0))
+        abort(); /* every sequence went back, but for the decider's kept prefix */
     return 0;
 }

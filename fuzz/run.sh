@@ -14,6 +14,10 @@ san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 $san -Iinclude -Isrc -pthread -DJEV_FUZZING"
 libs="-ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm"
 echo "fuzz: building the library"
+# an object is rebuilt when its source is newer; a changed header (a struct's layout) rebuilds them all
+if [ -f "$out/libjev-fuzz.a" ] && [ -n "$(find src include -name '*.h' -newer "$out/libjev-fuzz.a" | head -1)" ]; then
+  rm -f "$out"/obj/*.o
+fi
 find src -name '*.c' -not -path 'src/backend/cuda/*' | sort | xargs -P "$(nproc)" -I{} sh -c \
   'o='"$out"'/obj/$(echo {} | tr / _).o; [ "$o" -nt {} ] || clang '"$cflags"' -fsanitize=fuzzer-no-link -c {} -o "$o"'
 rm -f "$out/libjev-fuzz.a"
