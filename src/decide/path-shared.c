@@ -14,6 +14,12 @@
  *
  * No computation is shared between questions: each suffix runs on its own
  * fork even when two questions' texts are equal (benchmark.md).
+ *
+ * With reuse_prefix the decider keeps the prefix sequence after the request
+ * (dc_kept) and forks the next request from it when that request's prefix
+ * ids and image bytes hash the same: no vision, no prefill (prefix_reused).
+ * The forks see the very state a fresh prefill would leave, so the answers
+ * are the same bits.
  */
 #include "decide/pipeline-int.h" // defines: struct dc_req
 
@@ -108,8 +114,8 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     if (keyable(q))
         prefix_key(q, key);
     struct jev_seq *prefix = NULL;
-    bool kept = key[0] && d->kept.seq && !strcmp(d->kept.key, key);
-    if (kept) {
+    bool held = key[0] && d->kept.seq && !strcmp(d->kept.key, key); /* the decider holds the prefix */
+    if (held) {
         prefix = d->kept.seq;
         st->prefix_reused = true;
     } else {
@@ -119,7 +125,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
             dc_seq_detach(q, prefix);
             d->kept.seq = prefix;
             memcpy(d->kept.key, key, sizeof key);
-            kept = true;
+            held = true;
         }
     }
 
@@ -147,7 +153,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
         JEV_TRY(dc_score_read(q, b0, n, q->seqs));
         st->scoring_ms += jev_now_ms() - t1;
     }
-    if (!kept)
+    if (!held)
         dc_seq_release(q, prefix);
     return JEV_OK;
 }
