@@ -76,7 +76,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (s == JEV_OK || res.generated)
         jev_decide_result_free(&res);
     free(resp);
-    if (g_engine->state.n_live != (g_d->kept.seq ? 1 : 0))
+    if (g_engine->state.n_live != dc_kept_count(g_d))
         abort(); /* every sequence went back, but for the decider's kept prefix */
     return 0;
 }

@@ -141,12 +141,12 @@ JEV_API void jev_decider_close(struct jev_decider *decider);
  * "timeout" (nothing else changes; the decider stays usable). 0 (the default) = no limit. */
 JEV_API void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms);
 
-/* Whether jev_decide_json keeps each request's shared prefix (the image and the state, run once:
- * its attention K/V and DeltaNet state) for the next request. On by default: a request whose
- * prefix and image bytes equal the last one's forks from the kept state and skips the image
- * decode, the vision tower and the prefill (the answers are bit-identical; usage counts the
- * prefix either way). The kept prefix holds one sequence slot and its K/V pages until a
- * different prefix replaces it; off frees them. */
+/* Whether jev_decide_json keeps requests' shared prefixes (the image and the state, run once:
+ * their attention K/V and DeltaNet state; the four most recent) for later requests. On by
+ * default: a request whose prefix and image bytes equal a kept one's forks from the kept state
+ * and skips the image decode, the vision tower and the prefill (the answers are bit-identical;
+ * usage counts the prefix either way). Kept prefixes hold sequence slots and K/V pages; a request
+ * that needs them gets them back first. Off frees them. */
 JEV_API void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on);
 
 /* JEV_OK while the decider can answer; JEV_ERR_DEVICE_LOST once its device failed for good

@@ -16,10 +16,11 @@
  * fork even when two questions' texts are equal (benchmark.md).
  *
  * With reuse_prefix the decider keeps the prefix sequence after the request
- * (dc_kept) and forks the next request from it when that request's prefix
- * ids and image bytes hash the same: no vision, no prefill (prefix_reused).
- * The forks see the very state a fresh prefill would leave, so the answers
- * are the same bits.
+ * (kept.c: the DC_KEPT_MAX most recent) and forks a later request from it
+ * when that request's prefix ids and image bytes hash the same: no vision,
+ * no prefill (prefix_reused). The forks see the very state a fresh prefill
+ * would leave, so the answers are the same bits. Kept prefixes hold engine
+ * slots and pages: the least recent go back when a request needs the room.
  */
 #include "decide/pipeline-int.h" // defines: struct dc_req
 
@@ -28,9 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Refuses a batch whose forks would not fit the engine's sequence slots. */
-static enum jev_status check_slots(struct dc_req *q, int32_t B) {
+/* The most sequences one batch holds at once (the prefix, the forks and their tries' forks); refuses
+ * a batch that would not fit the engine's slots even with nothing kept. */
+static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
     const struct jev_state *st = &q->d->engine->state;
+    *most = 1;
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
         int32_t need = 1; /* the prefix */
         for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++)
@@ -40,17 +43,12 @@ static enum jev_status check_slots(struct dc_req *q, int32_t B) {
                             "decide: a batch of %d questions needs %d sequences at once, the engine holds %d "
                             "(max_batch %d); use a smaller batch or a larger engine",
                             B, need, st->max_seqs, st->max_seqs - 1);
+        *most = need > *most ? need : *most;
     }
     return JEV_OK;
 }
 
 /* ---- the kept prefix (reuse_prefix) ---- */
-
-void dc_kept_drop(struct jev_decider *d) {
-    if (d->kept.seq)
-        jev_seq_free(d->kept.seq);
-    memset(&d->kept, 0, sizeof d->kept);
-}
 
 /* The digest of everything the prefix's state depends on besides the model: its ids (the image
  * pads' count among them) and the image's bytes (the decider's resize bound is fixed). */
@@ -106,25 +104,26 @@ static enum jev_status prefill(struct dc_req *q, struct jev_seq **out) {
 enum jev_status dc_path_shared(struct dc_req *q) {
     struct jev_decide_stats *st = &q->res->stats;
     struct jev_decider *d = q->d;
-    int32_t B = dc_batch_size(q);
-    JEV_TRY(check_slots(q, B));
+    int32_t B = dc_batch_size(q), most = 1;
+    JEV_TRY(check_slots(q, B, &most));
 
-    /* the prefix, once: the kept one when it is this request's, else a prefill (kept for the next) */
+    /* the prefix, once: a kept one when it is this request's, else a prefill (then kept) */
     char key[JEV_SHA256_HEX] = "";
     if (keyable(q))
         prefix_key(q, key);
-    struct jev_seq *prefix = NULL;
-    bool held = key[0] && d->kept.seq && !strcmp(d->kept.key, key); /* the decider holds the prefix */
+    int32_t hit = key[0] ? dc_kept_find(d, key) : -1;
+    struct jev_seq *prefix = hit >= 0 ? d->kept[hit].seq : NULL;
+    /* room for this request's sequences beside the other kept prefixes: the least recent go back */
+    while (most + dc_kept_count(d) - (hit >= 0 ? 1 : 0) > d->engine->state.max_seqs && dc_kept_evict(d, prefix))
+        ;
+    bool held = hit >= 0; /* the decider holds the prefix */
     if (held) {
-        prefix = d->kept.seq;
         st->prefix_reused = true;
     } else {
-        dc_kept_drop(d); /* its sequence slot and K/V pages go back before this prefill takes its own */
-        JEV_TRY(prefill(q, &prefix));
+        JEV_TRY(prefill(q, &prefix)); /* out of pages with prefixes kept: jev_decide_run drops them, runs again */
         if (key[0]) { /* out of the request's table: the decider holds it from now on */
             dc_seq_detach(q, prefix);
-            d->kept.seq = prefix;
-            memcpy(d->kept.key, key, sizeof key);
+            dc_kept_put(d, prefix, key);
             held = true;
         }
     }

@@ -34,21 +34,25 @@
 /* Bytes of one trie-round task (score.c's struct dc_task, rounded up). */
 #define DC_TASK_BYTES 32
 
-/* The last shared prefix, alive between requests (decide params reuse_prefix): its sequence (in
- * no request's live table), the digest of what determines it, and the image's size, so that a
- * request with the same image bytes needs no decode to build its prompt. */
+/* Shared prefixes and image embeddings the decider keeps between requests (decide params
+ * reuse_prefix; kept.c): the DC_KEPT_MAX most recently used of each. */
+#define DC_KEPT_MAX 4
+
+/* A kept prefix: its sequence (in no request's live table) and the digest of what determines it. */
 struct dc_kept {
-    struct jev_seq *seq;      /* NULL: nothing kept */
+    struct jev_seq *seq;      /* NULL: a free entry */
     char key[JEV_SHA256_HEX]; /* sha256 of the prefix ids and the image digest */
+    uint64_t used;            /* the decider's clock when it was last used (least recent goes first) */
 };
 
-/* The last image's tower output, kept with the same switch: a request with the same image bytes
- * and another state skips the decode and the tower (its prefill still runs). Host memory. */
+/* A kept image's tower output: a request with the same image bytes and another state skips the
+ * decode and the tower (its prefill still runs). Host memory. */
 struct dc_kept_image {
-    char key[JEV_SHA256_HEX];          /* sha256 of the image file's bytes; "" when nothing is kept */
+    char key[JEV_SHA256_HEX];          /* sha256 of the image file's bytes */
     struct jev_vision_size size;       /* its grid after the decider's bound */
     int32_t image_width, image_height; /* its original pixels */
-    float *embd;                       /* [size.n_tokens][hidden] the image-token embeddings (malloc) */
+    float *embd;                       /* [size.n_tokens][hidden] the image-token embeddings (malloc); NULL: free */
+    uint64_t used;                     /* as dc_kept.used */
 };
 
 struct jev_decider {
@@ -66,8 +70,9 @@ struct jev_decider {
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
     double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
     bool reuse_prefix;                /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
-    struct dc_kept kept;              /* the last shared prefix, kept for the next request (path-shared.c) */
-    struct dc_kept_image kept_image;  /* the last image's embeddings, kept likewise */
+    struct dc_kept kept[DC_KEPT_MAX];             /* recent shared prefixes (kept.c) */
+    struct dc_kept_image kept_image[DC_KEPT_MAX]; /* recent images' embeddings (kept.c) */
+    uint64_t kept_clock;                          /* ticks once per use of an entry */
     atomic_bool lost;                 /* the device failed for good: every run refuses (jev_decider_status) */
     char lost_msg[512];               /* why; written before lost is set */
 };
@@ -106,7 +111,8 @@ struct dc_req {
     int32_t n_img_tok;                /* image-pad tokens of the image */
     int64_t image_bytes;              /* bytes the decode + preprocessing held at once */
     char image_key[JEV_SHA256_HEX];   /* reuse_prefix: sha256 of the image bytes; "" when not keyed */
-    bool image_deferred;              /* the kept image: size known, decode and tower skipped */
+    bool image_deferred;              /* a kept image: size known, decode and tower skipped */
+    int32_t image_kept;               /* its entry in d->kept_image */
     /* tokens */
     struct jev_tokens prefix;         /* the shared prefix (image pads included) */
     int32_t img_at;                   /* index of the first image pad in the prefix; -1 when none */
@@ -157,7 +163,7 @@ enum jev_status dc_image_load(struct dc_req *q);
 enum jev_status dc_image_encode(struct dc_req *q);
 /* The kept image's embeddings into this request's (dc_image_load deferred its decode). */
 void dc_image_from_kept(struct dc_req *q);
-/* Keeps this request's image embeddings (after dc_image_encode) for the next request. */
+/* Keeps this request's image embeddings (after dc_image_encode) for later requests. */
 void dc_image_keep(struct dc_req *q);
 /* Frees the decoded image and the preprocessed pixels. */
 void dc_image_release(struct dc_req *q);
@@ -173,9 +179,23 @@ enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev
 void dc_seq_release(struct dc_req *q, struct jev_seq *s);
 /* Takes s out of the request's table without freeing it (the decider keeps it: dc_kept). */
 void dc_seq_detach(struct dc_req *q, struct jev_seq *s);
-/* Frees the decider's kept prefix, if any (a request that needs the slot and pages, the decider's end). */
+/* ---- kept prefixes and images (kept.c) ---- */
+
+/* The entry kept under key (marked used), or -1. */
+int32_t dc_kept_find(struct jev_decider *d, const char *key);
+/* Keeps seq under key, in a free entry or the least recently used one's (freed). */
+void dc_kept_put(struct jev_decider *d, struct jev_seq *seq, const char *key);
+/* Kept prefixes. */
+int32_t dc_kept_count(const struct jev_decider *d);
+/* Frees the least recently used kept prefix other than except; false when there is none. */
+bool dc_kept_evict(struct jev_decider *d, const struct jev_seq *except);
+/* Frees every kept prefix (a request that needs the slots and pages, the decider's end). */
 void dc_kept_drop(struct jev_decider *d);
-/* Frees the kept image embeddings (reuse turned off, the decider's end). */
+/* The image entry kept under key (marked used), or -1. */
+int32_t dc_kept_image_find(struct jev_decider *d, const char *key);
+/* A free image entry, or the least recently used one emptied. */
+int32_t dc_kept_image_slot(struct jev_decider *d);
+/* Frees every kept image (reuse turned off, the decider's end). */
 void dc_kept_image_drop(struct jev_decider *d);
 
 /* jev_lm_forward with the engine, then the peak bookkeeping. */

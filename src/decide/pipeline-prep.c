@@ -257,14 +257,16 @@ static enum jev_status image_decode(struct dc_req *q) {
  * and neither the decode nor the tower runs (dc_image_from_kept). */
 enum jev_status dc_image_load(struct dc_req *q) {
     const struct jev_image_input *in = &q->r->image;
-    const struct dc_kept_image *k = &q->d->kept_image;
     q->image_key[0] = '\0';
     if (q->p.reuse_prefix && q->p.path == JEV_DECIDE_SHARED && in->bytes) {
         double t0 = jev_now_ms();
         jev_sha256_hex(in->bytes, in->n_bytes, q->image_key);
-        if (k->embd && !strcmp(k->key, q->image_key)) {
+        int32_t at = dc_kept_image_find(q->d, q->image_key);
+        if (at >= 0) {
+            const struct dc_kept_image *k = &q->d->kept_image[at];
             struct jev_decide_stats *st = &q->res->stats;
             q->image_deferred = true;
+            q->image_kept = at;
             q->vin.size = k->size;
             q->n_img_tok = k->size.n_tokens;
             st->image_width = k->image_width;
@@ -278,11 +280,6 @@ enum jev_status dc_image_load(struct dc_req *q) {
     return image_decode(q);
 }
 
-void dc_kept_image_drop(struct jev_decider *d) {
-    free(d->kept_image.embd);
-    memset(&d->kept_image, 0, sizeof d->kept_image);
-}
-
 /* The image pads' input rows point at the embeddings. */
 static void image_place(struct dc_req *q) {
     if (q->img_at < 0)
@@ -294,21 +291,20 @@ static void image_place(struct dc_req *q) {
 
 void dc_image_from_kept(struct dc_req *q) {
     double t0 = jev_now_ms();
-    const struct dc_kept_image *k = &q->d->kept_image;
+    const struct dc_kept_image *k = &q->d->kept_image[q->image_kept];
     memcpy(q->img_embd, k->embd, (size_t)k->size.n_tokens * (size_t)q->d->model->config.text.hidden * sizeof(float));
     image_place(q);
     q->res->stats.vision_ms += jev_now_ms() - t0;
 }
 
 void dc_image_keep(struct dc_req *q) {
-    struct dc_kept_image *k = &q->d->kept_image;
+    struct dc_kept_image *k = &q->d->kept_image[dc_kept_image_slot(q->d)];
     size_t bytes = (size_t)q->n_img_tok * (size_t)q->d->model->config.text.hidden * sizeof(float);
-    float *e = realloc(k->embd, bytes > 0 ? bytes : 1);
-    if (!e) { /* nothing kept: the next request runs its image as usual */
-        dc_kept_image_drop(q->d);
+    float *e = malloc(bytes > 0 ? bytes : 1);
+    if (!e) /* nothing kept: a later request runs its image as usual */
         return;
-    }
     memcpy(e, q->img_embd, bytes);
+    k->used = ++q->d->kept_clock;
     k->embd = e;
     memcpy(k->key, q->image_key, sizeof k->key);
     k->size = q->vin.size;

@@ -303,8 +303,16 @@ enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *
         return jev_fail(err, JEV_ERR_DEVICE_LOST, "%s (earlier; restart the engine)", d->lost_msg);
     }
     struct dc_req q;
+    bool had_kept = dc_kept_count(d) > 0;
     enum jev_status s = dc_run(d, r, p, out, err, &q);
     dc_req_free(&q);
+    if (s == JEV_ERR_CONTEXT_FULL && had_kept) {
+        /* the kept prefixes' K/V pages may be what was missing: give them all back and run once more */
+        dc_kept_drop(d);
+        memset(err, 0, sizeof *err);
+        s = dc_run(d, r, p, out, err, &q);
+        dc_req_free(&q);
+    }
     if (s == JEV_ERR_DEVICE_LOST && !atomic_load_explicit(&d->lost, memory_order_relaxed)) {
         snprintf(d->lost_msg, sizeof d->lost_msg, "%s", err->msg);
         atomic_store_explicit(&d->lost, true, memory_order_release);

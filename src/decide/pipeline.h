@@ -98,11 +98,11 @@ struct jev_decide_params {
                                       * its next forward with JEV_ERR_ABORTED (HTTP 504, "timeout");
                                       * 0 = no limit */
     bool reuse_prefix;               /* shared path: keep this request's prefix (image + state, its K/V and
-                                      * linear state) in the decider, and fork from the kept one when the
-                                      * next request's prefix and image bytes are the same: no image decode,
-                                      * no vision, no prefill. Answers are bit-identical either way. Off by
-                                      * default (the benchmark measures every prefill); jev_decide_json
-                                      * turns it on (jev_decider_set_prefix_reuse) */
+                                      * linear state) in the decider (the 4 most recent: kept.c), and fork
+                                      * from a kept one when a later request's prefix and image bytes are the
+                                      * same: no image decode, no vision, no prefill. Answers are bit-identical
+                                      * either way. Off by default (the benchmark measures every prefill);
+                                      * jev_decide_json turns it on (jev_decider_set_prefix_reuse) */
 };
 
 /* What one request cost. Times in ms (monotonic clock). */
