@@ -383,9 +383,7 @@ void dc_seq_detach(struct dc_req *q, struct jev_seq *s) {
 void dc_seq_release(struct dc_req *q, struct jev_seq *s) {
     if (!s)
         return;
-    for (int32_t i = 0; i < q->cap_live; i++)
-        if (q->live[i].seq == s)
-            q->live[i].seq = NULL;
+    dc_seq_detach(q, s);
     jev_seq_free(s);
 }
 
