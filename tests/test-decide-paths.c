@@ -34,7 +34,7 @@
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_body
 #include "decide/verify.h"   // defines: jev_verify_run
 #include "model/engine.h"    // defines: struct jev_engine (its state's live count)
-#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
+#include "tiny-model.h" // defines: tiny_model_open
 
 /* ---- fixture ---- */
 
@@ -83,16 +83,9 @@ static const char *REQ_ALONE =
 static int setup(void **state) {
     (void)state;
     char dir[1024];
-    tiny_test_dir("decide-paths", "tiny-hf", dir, sizeof dir);
-    if (tiny_model_write(dir, JEV_SYNTH_HF) != 0)
+    if (tiny_model_open("decide-paths", 2, dir, sizeof dir, &F.model) != 0)
         return -1;
     struct jev_error err = {0};
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = 2;
-    if (jev_model_open(dir, &mp, &F.model, &err) != JEV_OK) {
-        fprintf(stderr, "model: %s\n", err.msg);
-        return -1;
-    }
     struct jev_engine_params ep = jev_engine_default_params();
     ep.max_batch = 16;
     ep.max_tokens = 2048;

@@ -1,7 +1,8 @@
 /*
  * test-matrices.h - host weight matrices of every type for the op tests (tests/test-ops.c,
  * tests/cuda/test-cuda-*.c): f32, bf16, f16 and MLX affine codes of any width with f32, bf16 or
- * f16 scales, filled from the deterministic 0.1 + 2 cos(i) that the tests use for data.
+ * f16 scales, filled from the deterministic 0.1 + 2 cos(i) that the tests use for data; and the NMSE
+ * the op tests compare with.
  * Include after <cmocka.h> (allocation failures are test failures).
  */
 #ifndef JEV_TESTS_TEST_MATRICES_H
@@ -88,6 +89,18 @@ static inline struct mat mat_make(enum jev_mtype type, int32_t rows, int32_t col
     }
     a.m.data = a.data;
     return a;
+}
+
+/* Normalised mean squared error of got against ref: sum (ref - got)^2 / sum ref^2 (the plain sum
+ * when ref is all zero). The op tests' measure of agreement. */
+static inline double mat_nmse(const float *ref, const float *got, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = (double)ref[i] - (double)got[i];
+        num += d * d;
+        den += (double)ref[i] * (double)ref[i];
+    }
+    return den > 0 ? num / den : num;
 }
 
 /* A matrix shape and type of the op tests. */

@@ -67,18 +67,8 @@ static void fill(float *x, int64_t n, int64_t seed, float scale) {
         x[i] = det(i * 7 + seed) * scale;
 }
 
-static double nmse(const float *ref, const float *got, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)ref[i] - (double)got[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 static void check(const char *what, const float *ref, const float *got, int64_t n, double limit) {
-    double e = nmse(ref, got, n);
+    double e = mat_nmse(ref, got, n);
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(got[i]))
             fail_msg("%s: non-finite value at %lld", what, (long long)i);

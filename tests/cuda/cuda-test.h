@@ -30,6 +30,7 @@
 #include "backend/cpu/cpu.h" // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "backend/ops.h"     // defines: jev_cuda_ops, jev_cuda_backend_new
 #include "base/pool.h"       // defines: jev_pool_init
+#include "../test-matrices.h" // defines: mat_nmse (and the host matrices)
 
 #define CT_NMSE_F32 1e-7
 
@@ -119,23 +120,13 @@ static inline float *ct_down(const float *dev, int64_t n) {
 
 static inline void ct_free(void *dev) { jev_cuda_ops.free(ct_gpu, dev); }
 
-static inline double ct_nmse(const float *ref, const float *got, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = (double)ref[i] - (double)got[i];
-        num += d * d;
-        den += (double)ref[i] * (double)ref[i];
-    }
-    return den > 0 ? num / den : num;
-}
-
 /* Fails the test with the op's description when NMSE exceeds limit (or a value is not finite). */
 static inline void ct_check(const char *what, const float *ref, const float *got, int64_t n, double limit) {
     for (int64_t i = 0; i < n; i++)
         if (!isfinite(got[i]) && isfinite(ref[i])) {
             fail_msg("%s: element %lld is %g on CUDA, %g on CPU", what, (long long)i, (double)got[i], (double)ref[i]);
         }
-    double e = ct_nmse(ref, got, n);
+    double e = mat_nmse(ref, got, n);
     if (!(e <= limit))
         fail_msg("%s: NMSE %.3g above %.1g", what, e, limit);
 }

@@ -84,7 +84,7 @@ static void attention_case(const char *name, const struct acase *c, int32_t hq, 
     snprintf(what, sizeof what, "attention %s Hq %d Hkv %d dh %d (%d runs, %lld rows)", name, hq, hkv, dh,
              c->n_runs, (long long)rows);
     float *got = ct_down(dout, nq);
-    printf("  %-72s NMSE %.3g\n", what, ct_nmse(o, got, nq));
+    printf("  %-72s NMSE %.3g\n", what, mat_nmse(o, got, nq));
     ct_check(what, o, got, nq, CT_NMSE_F32);
     free(got);
     ct_free(dq);
@@ -160,7 +160,7 @@ static void vision_case(int64_t n, int32_t heads, int32_t hd) {
     char what[96];
     snprintf(what, sizeof what, "vision_attention n %lld H %d hd %d", (long long)n, heads, hd);
     float *got = ct_down(dout, no);
-    printf("  %-72s NMSE %.3g\n", what, ct_nmse(o, got, no));
+    printf("  %-72s NMSE %.3g\n", what, mat_nmse(o, got, no));
     ct_check(what, o, got, no, CT_NMSE_F32);
     free(got);
     ct_free(dqkv);

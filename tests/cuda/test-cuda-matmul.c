@@ -32,7 +32,7 @@ static const int64_t ntoks[] = {1, 2, 7, 33, 300};
 /* Downloads a device result, prints its NMSE against ref and checks it. */
 static void check_dev(const char *what, const float *ref, const float *dev, int64_t n) {
     float *got = ct_down(dev, n);
-    printf("  %-64s NMSE %.3g\n", what, ct_nmse(ref, got, n));
+    printf("  %-64s NMSE %.3g\n", what, mat_nmse(ref, got, n));
     ct_check(what, ref, got, n, CT_NMSE_F32);
     free(got);
 }

@@ -350,13 +350,7 @@ static void test_gdn_gates(void **state) {
 
 static void test_embed(void **state) {
     (void)state;
-    struct mcase {
-        const char *name;
-        enum jev_mtype type;
-        int32_t rows, cols;
-        int bits, group;
-        enum jev_stype stype;
-    } cases[] = {
+    const struct mcase cases[] = {
         {"f32", JEV_MTYPE_F32, 300, 1000, 0, 0, 0},
         {"bf16", JEV_MTYPE_BF16, 300, 1000, 0, 0, 0},
         {"f16", JEV_MTYPE_F16, 300, 33, 0, 0, 0},
