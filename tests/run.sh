@@ -11,6 +11,14 @@ export JEV_ROOT="$root"
 export JEV_TEST_DIR="${JEV_TEST_DIR:-$root/$build/test-data}"
 export JEV_JEV_BIN="$root/$build/jev"
 mkdir -p "$JEV_TEST_DIR"
+# OpenBLAS (Debian's 0.3.21) falls back to its SSE3 kernels on CPUs newer than it knows, and the
+# jev CLI then re-executes itself with OPENBLAS_CORETYPE set (tools/jev.c): a `jev serve` child
+# and the test binary comparing with it would then sum in different orders and differ in the
+# last bits. One kernel set for the whole run, chosen by the CLI's rule, keeps them comparable.
+if [ -z "${OPENBLAS_CORETYPE:-}" ] && grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+  export OPENBLAS_CORETYPE=SkylakeX
+  for f in avx512f avx512bw avx512dq avx512vl; do grep -qw "$f" /proc/cpuinfo || OPENBLAS_CORETYPE=Haswell; done
+fi
 passed=0; failed=0; failed_names=""
 for t in "$root/$build"/tests/test-*; do
   [ -x "$t" ] || continue
