@@ -1,4 +1,6 @@
-# jev build. One Makefile, no generator: every src/**/*.c goes into libjev.a,
+# jev build. One Makefile, no generator: every src/**/*.c goes into libjev.a
+# (what an embedder links), every common/**/*.c into libjev-common.a (the
+# benchmark, synth, download, verify and CLI set-up: tool code, not shipped),
 # every tests/test-*.c becomes one cmocka binary, tools/*.c make the `jev` CLI.
 #
 #   make            library + CLI (build/jev)
@@ -17,7 +19,7 @@ OPT      ?= -O2 -march=x86-64-v3 -mtune=generic
 SANITIZE ?=
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wcast-qual -Wdouble-promotion -Wno-unused-parameter -Werror
-CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -Iinclude -Isrc
+CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -Iinclude -Isrc -I.
 LDFLAGS  += $(SANITIZE) -pthread
 LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lopenblas -lm
 # PORTABLE=1: a binary for the GPU machine (another distribution): every
@@ -50,6 +52,8 @@ CFLAGS    += -DJEV_HAVE_CUDA -isystem $(CUDA_DIR)/include
 LIBS      += -L$(CUDA_DIR)/lib64 -lcublas -lcudart_static -lrt -ldl -lstdc++ -Wl,-rpath,$(CUDA_DIR)/lib64
 endif
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+COMMON_SRC := $(shell find common -name '*.c' | sort)
+COMMON_OBJ := $(COMMON_SRC:%.c=$(BUILD)/%.o)
 TOOL_SRC  := $(sort $(wildcard tools/*.c))
 TOOL_OBJ  := $(TOOL_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC  := $(sort $(wildcard tests/test-*.c))
@@ -71,18 +75,22 @@ $(BUILD)/libjev.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/jev: $(TOOL_OBJ) $(BUILD)/libjev.a
-	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libjev.a $(LIBS)
+$(BUILD)/libjev-common.a: $(COMMON_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/jev: $(TOOL_OBJ) $(BUILD)/libjev-common.a $(BUILD)/libjev.a
+	$(CC) $(LDFLAGS) -o $@ $(TOOL_OBJ) $(BUILD)/libjev-common.a $(BUILD)/libjev.a $(LIBS)
 
 # Tests may reuse CLI pieces (tools/cmd-*.c) by linking the object they need;
 # the test itself says which through its own #include of the tool header.
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libjev.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libjev-common.a $(BUILD)/libjev.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS) -lcmocka
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev-common.a $(BUILD)/libjev.a $(LIBS) -lcmocka
 
 # Benchmark programs (bench/*.c): linked like the CLI, so PORTABLE=1 carries them too.
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libjev.a
-	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libjev-common.a $(BUILD)/libjev.a
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev-common.a $(BUILD)/libjev.a $(LIBS)
 
 # The CUDA op parity tests (tests/cuda/): built with CUDA=1, run on the GPU machine
 # (scripts/device/cuda-test.sh); CI has no GPU, so `make test` only compiles the backend.
@@ -123,12 +131,12 @@ fuzz:
 	@bash fuzz/run.sh $(FUZZ_SRC)
 
 format:
-	clang-format -i $(LIB_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src include -name '*.h')
+	clang-format -i $(LIB_SRC) $(COMMON_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src common include -name '*.h')
 
 clean:
 	rm -rf build build-asan build-fuzz build-portable build-cuda build-portable-cuda
 
 # Header dependencies of every object (a stale object built against an older struct layout calls
 # the wrong function pointers: the CUDA parity tests and bench programs are objects too).
--include $(LIB_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d) $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%.d) \
+-include $(LIB_OBJ:.o=.d) $(COMMON_OBJ:.o=.d) $(TOOL_OBJ:.o=.d) $(TEST_BIN:=.d) $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests/cuda/%.d) \
          $(wildcard $(BUILD)/bench/*.d)

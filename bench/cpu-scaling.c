@@ -5,7 +5,7 @@
  *   cpu-scaling [--max-threads N] [--tokens M] [--rows R] [--cols K] [--repeats N]
  *
  * For T = 1, 2, 4, ... up to N threads (default: all cores), prints
- * - the f32 FMA peak of T threads (src/bench/peak.c, AVX2),
+ * - the f32 FMA peak of T threads (common/bench/peak.c, AVX2),
  * - "pool sgemm": the backend's prefill scheme, y[M][R] = x[M][K] . W^T split
  *   into T row shares of a pool job, each one single-threaded OpenBLAS call,
  * - "openblas":   the same product as one call with OpenBLAS's own T threads,
@@ -20,7 +20,7 @@
 
 #include "base/pool.h"   // defines: jev_pool_init, jev_pool_run
 #include "base/timing.h" // defines: jev_now_ms
-#include "bench/peak.h"  // defines: jev_peak_f32
+#include "common/bench/peak.h"  // defines: jev_peak_f32
 
 struct share_job {
     const float *x, *w;

@@ -8,7 +8,7 @@
  * runs one warm-up forward and R timed forwards of the tower (CPU backend),
  * and prints the median and every sample in ms, the achieved GFLOP/s
  * (jev_vision_flops: multiply-add = 2) and, measured in the same run, the
- * machine's f32 peak (src/bench/peak.c: an AVX2 FMA loop on every thread).
+ * machine's f32 peak (common/bench/peak.c: an AVX2 FMA loop on every thread).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +16,7 @@
 
 #include "backend/cpu/cpu.h"         // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "base/pool.h"               // defines: jev_pool_init
-#include "bench/peak.h"              // defines: jev_peak_f32
+#include "common/bench/peak.h"              // defines: jev_peak_f32
 #include "base/timing.h"             // defines: jev_now_ms
 #include "io/image.h"                // defines: jev_image_load
 #include "model/model.h"             // defines: jev_model_open

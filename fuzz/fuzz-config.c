@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "io/config-json.h" // defines: jev_config_parse
+#include "model/config-json.h" // defines: jev_config_parse
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -16,8 +16,9 @@
 #include <sys/stat.h>
 
 #include "decide/pipeline-int.h" // defines: struct jev_decider (its kept prefix)
-#include "decide/pipeline.h"     // defines: jev_decide_body
-#include "model/synth.h"     // defines: jev_synth_write
+#include "wire/route.h"         // defines: jev_decide_body
+#include "common/synth/synth.h"     // defines: jev_synth_write
+#include "wire/request.h" // defines: jev_request_parse_*, struct jev_request_error
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "io/download.h" // defines: jev_download_listing_parse
+#include "common/download/download.h" // defines: jev_download_listing_parse
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,8 +10,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "bench/report.h" // defines: jev_report_markdown, jev_report_svg
-#include "bench/schema.h" // defines: jev_bench_load_buffer
+#include "common/bench/report.h" // defines: jev_report_markdown, jev_report_svg
+#include "common/bench/schema.h" // defines: jev_bench_load_buffer
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,10 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decide/answer.h"        // defines: jev_answers_*, jev_response_*
+#include "decide/answer.h"        // defines: jev_answers_*
 #include "decide/genjson.h"       // defines: jev_genjson_check
 #include "decide/prompt-render.h" // defines: jev_prompt_*
-#include "decide/request.h"       // defines: jev_request_parse_*
+#include "wire/request.h"         // defines: jev_request_parse_*
+#include "wire/response.h"        // defines: jev_response_*
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

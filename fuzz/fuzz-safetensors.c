@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/arena.h"      // defines: struct jev_arena
-#include "io/config-json.h"  // defines: jev_config_parse
-#include "io/model-dir.h"    // defines: jev_weights_map
+#include "model/config-json.h"  // defines: jev_config_parse
+#include "model/model-dir.h"    // defines: jev_weights_map
 #include "io/safetensors.h"  // defines: jev_st_file_open_memory
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

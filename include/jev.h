@@ -97,8 +97,8 @@ JEV_API struct jev_model_params jev_model_default_params(void);
  * NULL) holds a message naming the file, tensor or field. Free the model with
  * jev_model_free after every engine that uses it is freed.
  */
-JEV_API enum jev_status jev_model_load(const char *dir, const struct jev_model_params *params,
-                                       struct jev_model **out, char *err, size_t err_size);
+JEV_API enum jev_status jev_model_load(const char *dir, const struct jev_model_params *params, struct jev_model **out,
+                                       char *err, size_t err_size);
 JEV_API void jev_model_free(struct jev_model *model);
 
 /* ---- engine ---- */
@@ -132,8 +132,7 @@ enum jev_request_format {
 
 /* Builds a decider over model and an engine made from it (neither is owned; both must
  * outlive it). On failure *out is NULL and jev_engine_last_error(engine) says why. */
-JEV_API enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *engine,
-                                         struct jev_decider **out);
+JEV_API enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *engine, struct jev_decider **out);
 JEV_API void jev_decider_close(struct jev_decider *decider);
 
 /* A time limit for each jev_decide_json call on this decider: a request still running after
@@ -165,8 +164,7 @@ JEV_API enum jev_status jev_decider_status(const struct jev_decider *decider, ch
  * the device is lost, 504 past the time limit).
  */
 JEV_API enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
-                                        enum jev_request_format format, char **response,
-                                        int32_t *http_status);
+                                        enum jev_request_format format, char **response, int32_t *http_status);
 
 /* Frees memory the library returned to the caller. */
 JEV_API void jev_free(void *p);

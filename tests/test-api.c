@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "jev.h"         // defines: the public API under test
+#include "jev.h"        // defines: the public API under test
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 static struct jev_model *model;
@@ -44,11 +44,12 @@ static int teardown(void **state) {
 
 static void test_systemone_round_trip(void **state) {
     (void)state;
-    const char *body = "{\"model\":\"jev-latest\",\"state\":{\"note\":\"a red door\"},\"questions\":{"
-                       "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"},"
-                       "\"color\":{\"type\":\"choice\",\"instructions\":\"Which color?\","
-                       "\"criteria\":{\"red\":null,\"blue\":\"like the sky\",\"green\":null}},"
-                       "\"size\":{\"type\":\"score\",\"instructions\":\"How big?\",\"criteria\":[\"small\",\"large\"]}}}";
+    const char *body =
+        "{\"model\":\"jev-latest\",\"state\":{\"note\":\"a red door\"},\"questions\":{"
+        "\"door\":{\"type\":\"noul\",\"instructions\":\"Is the door red?\"},"
+        "\"color\":{\"type\":\"choice\",\"instructions\":\"Which color?\","
+        "\"criteria\":{\"red\":null,\"blue\":\"like the sky\",\"green\":null}},"
+        "\"size\":{\"type\":\"score\",\"instructions\":\"How big?\",\"criteria\":[\"small\",\"large\"]}}}";
     char *resp = NULL;
     int32_t http = 0;
     assert_int_equal(jev_decide_json(decider, body, strlen(body), JEV_REQUEST_SYSTEMONE, &resp, &http), JEV_OK);

@@ -105,9 +105,12 @@ static void test_sha256(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_names),     cmocka_unit_test(test_first_failure_sticks),
-        cmocka_unit_test(test_arena),            cmocka_unit_test(test_pool_covers_every_index),
-        cmocka_unit_test(test_half_conversions), cmocka_unit_test(test_sha256),
+        cmocka_unit_test(test_status_names),
+        cmocka_unit_test(test_first_failure_sticks),
+        cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_pool_covers_every_index),
+        cmocka_unit_test(test_half_conversions),
+        cmocka_unit_test(test_sha256),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

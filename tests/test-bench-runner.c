@@ -20,14 +20,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/sha256.h"  // defines: jev_sha256_file
-#include "bench/runner.h" // defines: jev_bench_run, jev_bench_git_commit
-#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
+#include "base/sha256.h"         // defines: jev_sha256_file
+#include "common/bench/runner.h" // defines: jev_bench_run, jev_bench_git_commit
+#include "tiny-model.h"          // defines: tiny_model_write, tiny_test_dir
 
-static char ROOT[4096];   /* $JEV_TEST_DIR/bench-runner, absolute */
-static char MODEL[4200];  /* the tiny model */
-static char WORK[4200];   /* the workload with a small photo */
-static bool QUICK;        /* JEV_TEST_QUICK */
+static char ROOT[4096];  /* $JEV_TEST_DIR/bench-runner, absolute */
+static char MODEL[4200]; /* the tiny model */
+static char WORK[4200];  /* the workload with a small photo */
+static bool QUICK;       /* JEV_TEST_QUICK */
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "text/chat.h"    // defines: jev_chat_*
+#include "text/chat.h"      // defines: jev_chat_*
 #include "text/tokenizer.h" // defines: jev_tokenizer_*
 
 #define STANDIN ".cache/tokenizer-qwen3/tokenizer.json"
@@ -91,7 +91,11 @@ static void test_chat_frame_equals_whole_string(void **state) {
         {"多行\n文本\n\n第三行", "多行\n文本\n\n第三行", 1},
         {"", "", 4},
         {"   ", "", 0},
-        {"e\xcc\x81" "cole and q\xcc\x83", "e\xcc\x81" "cole and q\xcc\x83", 0},
+        {"e\xcc\x81"
+         "cole and q\xcc\x83",
+         "e\xcc\x81"
+         "cole and q\xcc\x83",
+         0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         struct jev_error err = {0};
@@ -225,12 +229,17 @@ static void test_errors_and_bad_bytes(void **state) {
     /* ill-formed UTF-8 in user text becomes U+FFFD */
     jev_error_clear(&err);
     jev_chat_init(&p, tok);
-    assert_int_equal(jev_chat_user_text(&p, "a\xff" "b", 3, &err), JEV_OK);
+    assert_int_equal(jev_chat_user_text(&p,
+                                        "a\xff"
+                                        "b",
+                                        3, &err),
+                     JEV_OK);
     assert_int_equal(jev_chat_finish(&p, &err), JEV_OK);
     char *out;
     size_t len;
     assert_int_equal(jev_tokenizer_decode(tok, p.ids.ids, p.ids.n, 0, &out, &len, &err), JEV_OK);
-    assert_string_equal(out, "a\xef\xbf\xbd" "b");
+    assert_string_equal(out, "a\xef\xbf\xbd"
+                             "b");
     free(out);
     jev_chat_free(&p);
 }
@@ -257,8 +266,9 @@ static void test_state_rendering_matches_python(void **state) {
         assert_int_equal(jev_chat_render_state(v, &out, &len, &err), JEV_OK);
         const json_t *want = json_object_get(json_array_get(gcases, i), "rendered");
         if (len != json_string_length(want) || memcmp(out, json_string_value(want), len) != 0) {
-            print_message("%s: jev:\n%s\nwant:\n%s\n", json_string_value(json_object_get(json_array_get(cases, i), "name")),
-                          out, json_string_value(want));
+            print_message("%s: jev:\n%s\nwant:\n%s\n",
+                          json_string_value(json_object_get(json_array_get(cases, i), "name")), out,
+                          json_string_value(want));
             bad++;
         }
         free(out);

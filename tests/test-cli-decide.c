@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "bench/schema.h" // defines: jev_bench_load_file
+#include "common/bench/schema.h" // defines: jev_bench_load_file
 
 static char g_dir[512];   /* $JEV_TEST_DIR/cli-decide */
 static char g_model[600]; /* the tiny model */
@@ -92,8 +92,9 @@ static void test_decide(void **state) {
     assert_string_equal(json_string_value(json_object_get(json_object_get(ans, "team"), "type")), "choice");
     json_decref(r);
     /* the inputs dump */
-    snprintf(args, sizeof args, "decide --model %s --request tests/data/decide/golden-image.json --image "
-                                "tests/data/rgb8.png --dump-ids %s/dump.json",
+    snprintf(args, sizeof args,
+             "decide --model %s --request tests/data/decide/golden-image.json --image "
+             "tests/data/rgb8.png --dump-ids %s/dump.json",
              g_model, g_dir);
     assert_int_equal(jev(args, out, sizeof out), 0);
     snprintf(args, sizeof args, "%s/dump.json", g_dir);
@@ -103,8 +104,9 @@ static void test_decide(void **state) {
     assert_true(json_is_object(json_object_get(d, "image")));
     json_decref(d);
     /* generate_json: the exit status says whether the output met the schema, the body the same */
-    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --path generate --json "
-                                "--max-new-tokens 16 2>/dev/null",
+    snprintf(args, sizeof args,
+             "decide --model %s --workload %s --decisions 2 --path generate --json "
+             "--max-new-tokens 16 2>/dev/null",
              g_model, g_work);
     int st = jev(args, out, sizeof out);
     json_t *g = json_loads(out, 0, &je);
@@ -117,9 +119,9 @@ static void test_decide_errors(void **state) {
     (void)state;
     static char out[16384];
     char args[2000];
-    assert_int_equal(jev("decide --request x.json", out, sizeof out), 2);           /* no model */
+    assert_int_equal(jev("decide --request x.json", out, sizeof out), 2); /* no model */
     snprintf(args, sizeof args, "decide --model %s", g_model);
-    assert_int_equal(jev(args, out, sizeof out), 2);                                  /* no request */
+    assert_int_equal(jev(args, out, sizeof out), 2); /* no request */
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --path sideways", g_model, g_work);
     assert_int_equal(jev(args, out, sizeof out), 2);
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 0", g_model, g_work);

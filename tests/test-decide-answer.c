@@ -18,8 +18,10 @@
 #include <string.h>
 
 #include "decide/answer.h"  // defines: jev_softmax, jev_response_*
-#include "decide/jsonw.h"   // defines: jev_format_double
-#include "decide/request.h" // defines: jev_request_parse_*
+#include "io/jsonw.h"       // defines: jev_format_double
+#include "decide/request.h" // defines: struct jev_request
+#include "wire/request.h"   // defines: jev_request_parse_*, struct jev_request_error
+#include "wire/response.h"  // defines: jev_response_*
 
 #define NEAR(a, b, tol) assert_true(fabs((a) - (b)) <= (tol))
 
@@ -117,11 +119,12 @@ static void test_ties_and_answers(void **state) {
     (void)state;
     assert_int_equal(jev_argmax((double[]){0.4, 0.4, 0.2}, 3), 0);
     assert_int_equal(jev_argmax((double[]){0.2, 0.4, 0.4}, 3), 1);
-    const char *body = "{\"state\":\"s\",\"questions\":{"
-                       "\"c\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"a\":null,\"b\":null,\"c\":null}},"
-                       "\"one\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"only\":null}},"
-                       "\"s\":{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"lo\",\"mid\",\"hi\"]},"
-                       "\"n\":{\"type\":\"noul\",\"instructions\":\"x\"}}}";
+    const char *body =
+        "{\"state\":\"s\",\"questions\":{"
+        "\"c\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"a\":null,\"b\":null,\"c\":null}},"
+        "\"one\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"only\":null}},"
+        "\"s\":{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":[\"lo\",\"mid\",\"hi\"]},"
+        "\"n\":{\"type\":\"noul\",\"instructions\":\"x\"}}}";
     struct jev_request r;
     struct jev_request_error re;
     struct jev_error err = {0};
@@ -155,7 +158,8 @@ static void test_format_double(void **state) {
     const struct {
         double d;
         const char *s;
-    } cases[] = {{0.1, "0.1"}, {0.5, "0.5"}, {1.0, "1.0"}, {0.0, "0.0"}, {1e-07, "1e-07"}, {0.25, "0.25"}, {3.0, "3.0"}};
+    } cases[] = {{0.1, "0.1"},     {0.5, "0.5"},   {1.0, "1.0"}, {0.0, "0.0"},
+                 {1e-07, "1e-07"}, {0.25, "0.25"}, {3.0, "3.0"}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         jev_format_double(cases[i].d, b);
         assert_string_equal(b, cases[i].s);
@@ -194,9 +198,11 @@ static void test_format_double(void **state) {
 static const char *example =
     "{\"state\":{\"message\":\"I was charged twice.\"},\"questions\":{"
     "\"is_refund\":{\"type\":\"noul\",\"instructions\":\"Refund?\",\"criteria\":{\"true\":\"money back\"}},"
-    "\"team\":{\"type\":\"choice\",\"instructions\":\"Which team?\",\"criteria\":{\"shipping\":null,\"billing\":\"pay\","
+    "\"team\":{\"type\":\"choice\",\"instructions\":\"Which "
+    "team?\",\"criteria\":{\"shipping\":null,\"billing\":\"pay\","
     "\"technical\":null}},"
-    "\"frustration\":{\"type\":\"score\",\"instructions\":\"How frustrated?\",\"criteria\":[\"calm\",\"mildly annoyed\","
+    "\"frustration\":{\"type\":\"score\",\"instructions\":\"How frustrated?\",\"criteria\":[\"calm\",\"mildly "
+    "annoyed\","
     "\"angry\"]}}}";
 
 static void test_systemone_bytes(void **state) {
@@ -240,12 +246,13 @@ static void test_systemone_bytes(void **state) {
 
 static void test_openai_bytes(void **state) {
     (void)state;
-    const char *body = "{\"model\":\"gpt-6-luna\",\"input\":\"text\",\"questions\":["
-                       "{\"type\":\"predicate\",\"instructions\":\"Refund?\",\"name\":\"refund\"},"
-                       "{\"type\":\"choice\",\"instructions\":\"Urgent?\",\"choices\":[{\"value\":true},{\"value\":"
-                       "\"later\",\"description\":\"d\"}]},"
-                       "{\"type\":\"score\",\"instructions\":\"Mood?\",\"name\":\"mood\",\"levels\":[{\"label\":\"calm\"},"
-                       "{\"label\":\"angry\"}]}]}";
+    const char *body =
+        "{\"model\":\"gpt-6-luna\",\"input\":\"text\",\"questions\":["
+        "{\"type\":\"predicate\",\"instructions\":\"Refund?\",\"name\":\"refund\"},"
+        "{\"type\":\"choice\",\"instructions\":\"Urgent?\",\"choices\":[{\"value\":true},{\"value\":"
+        "\"later\",\"description\":\"d\"}]},"
+        "{\"type\":\"score\",\"instructions\":\"Mood?\",\"name\":\"mood\",\"levels\":[{\"label\":\"calm\"},"
+        "{\"label\":\"angry\"}]}]}";
     struct jev_request r;
     struct jev_request_error re;
     struct jev_error err = {0};
@@ -260,15 +267,16 @@ static void test_openai_bytes(void **state) {
     struct jev_usage u = {.input_tokens = 40, .output_tokens = 2, .cached_tokens = 30};
     char *s = jev_response_openai(&r, &a, "jev-qwen3.5-0.8b", &u);
     assert_string_equal(
-        s, "{\"model\":\"jev-qwen3.5-0.8b\",\"answers\":["
-           "{\"type\":\"predicate\",\"name\":\"refund\",\"probability\":0.125},"
-           "{\"type\":\"choice\",\"name\":null,\"choice\":true,\"confidence\":0.5,\"probabilities\":["
-           "{\"value\":true,\"probability\":0.75},{\"value\":\"later\",\"probability\":0.25}]},"
-           "{\"type\":\"score\",\"name\":\"mood\",\"score\":0.25,\"confidence\":0.5,\"probabilities\":["
-           "{\"value\":0,\"label\":\"calm\",\"probability\":0.75},{\"value\":1,\"label\":\"angry\",\"probability\":0.25}"
-           "]}],"
-           "\"usage\":{\"input_tokens\":40,\"input_tokens_details\":{\"cached_tokens\":30,\"cache_write_tokens\":0},"
-           "\"output_tokens\":2,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":42}}");
+        s,
+        "{\"model\":\"jev-qwen3.5-0.8b\",\"answers\":["
+        "{\"type\":\"predicate\",\"name\":\"refund\",\"probability\":0.125},"
+        "{\"type\":\"choice\",\"name\":null,\"choice\":true,\"confidence\":0.5,\"probabilities\":["
+        "{\"value\":true,\"probability\":0.75},{\"value\":\"later\",\"probability\":0.25}]},"
+        "{\"type\":\"score\",\"name\":\"mood\",\"score\":0.25,\"confidence\":0.5,\"probabilities\":["
+        "{\"value\":0,\"label\":\"calm\",\"probability\":0.75},{\"value\":1,\"label\":\"angry\",\"probability\":0.25}"
+        "]}],"
+        "\"usage\":{\"input_tokens\":40,\"input_tokens_details\":{\"cached_tokens\":30,\"cache_write_tokens\":0},"
+        "\"output_tokens\":2,\"output_tokens_details\":{\"reasoning_tokens\":0},\"total_tokens\":42}}");
     free(s);
     /* a refusal keeps only type and name */
     a.items[0].refused = true;
@@ -309,8 +317,9 @@ static void test_error_bytes(void **state) {
 static void test_wire_sums(void **state) {
     (void)state;
     char body[16384];
-    int n = snprintf(body, sizeof body, "{\"state\":\"s\",\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":"
-                                        "\"x\",\"criteria\":{");
+    int n = snprintf(body, sizeof body,
+                     "{\"state\":\"s\",\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":"
+                     "\"x\",\"criteria\":{");
     for (int i = 0; i < 255; i++)
         n += snprintf(body + n, sizeof body - (size_t)n, "%s\"o%d\":null", i ? "," : "", i);
     snprintf(body + n, sizeof body - (size_t)n, "}}}}");
@@ -347,10 +356,10 @@ static void test_wire_sums(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_softmax),         cmocka_unit_test(test_normalize),
-        cmocka_unit_test(test_confidence),      cmocka_unit_test(test_ties_and_answers),
-        cmocka_unit_test(test_format_double),   cmocka_unit_test(test_systemone_bytes),
-        cmocka_unit_test(test_openai_bytes),    cmocka_unit_test(test_error_bytes),
+        cmocka_unit_test(test_softmax),       cmocka_unit_test(test_normalize),
+        cmocka_unit_test(test_confidence),    cmocka_unit_test(test_ties_and_answers),
+        cmocka_unit_test(test_format_double), cmocka_unit_test(test_systemone_bytes),
+        cmocka_unit_test(test_openai_bytes),  cmocka_unit_test(test_error_bytes),
         cmocka_unit_test(test_wire_sums),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

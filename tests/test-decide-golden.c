@@ -29,7 +29,8 @@
 
 #include "base/sha256.h"     // defines: jev_sha256_hex, jev_sha256_file
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_dump
-#include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
+#include "tiny-model.h"      // defines: tiny_model_write, tiny_test_dir
+#include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
 
 #define GOLDEN "tests/golden/decisions-tiny.json"
 #define TOL 1e-4
@@ -77,7 +78,8 @@ static void ids_sha(json_t *ids, char out[JEV_SHA256_HEX]) {
     char *t = malloc(cap);
     assert_non_null(t);
     for (size_t i = 0; i < n; i++)
-        at += (size_t)snprintf(t + at, cap - at, "%s%lld", i ? "," : "", (long long)json_integer_value(json_array_get(ids, i)));
+        at += (size_t)snprintf(t + at, cap - at, "%s%lld", i ? "," : "",
+                               (long long)json_integer_value(json_array_get(ids, i)));
     jev_sha256_hex(t, at, out);
     free(t);
 }
@@ -108,9 +110,8 @@ static void test_model(void **state) {
     snprintf(path, sizeof path, "%s/model.safetensors", G.dir);
     struct jev_error err = {0};
     assert_int_equal(jev_sha256_file(path, sha, &err), JEV_OK);
-    const char *want = json_string_value(json_object_get(json_object_get(json_object_get(G.golden, "model"),
-                                                                         "weights_sha256"),
-                                                         "model.safetensors"));
+    const char *want = json_string_value(
+        json_object_get(json_object_get(json_object_get(G.golden, "model"), "weights_sha256"), "model.safetensors"));
     assert_non_null(want);
     assert_string_equal(sha, want);
 }

@@ -19,7 +19,8 @@
 #include <string.h>
 
 #include "decide/labels.h"  // defines: jev_labels_build
-#include "decide/request.h" // defines: jev_request_parse_systemone
+#include "decide/request.h" // defines: struct jev_question
+#include "wire/request.h"   // defines: jev_request_parse_*, struct jev_request_error
 
 /* ---- the fake encoder ---- */
 
@@ -214,9 +215,10 @@ static void test_ids_and_probs(void **state) {
     struct jev_labels *l = malloc(sizeof *l);
     struct jev_error err = {0};
     assert_int_equal(jev_labels_build(l, fake_encode, &v, "\n\n", &err), JEV_OK);
-    const char *body = "{\"state\":\"s\",\"questions\":{"
-                       "\"c\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"a\":null,\"b\":null,\"c\":null}},"
-                       "\"n\":{\"type\":\"noul\",\"instructions\":\"x\"}}}";
+    const char *body =
+        "{\"state\":\"s\",\"questions\":{"
+        "\"c\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"a\":null,\"b\":null,\"c\":null}},"
+        "\"n\":{\"type\":\"noul\",\"instructions\":\"x\"}}}";
     struct jev_request r;
     struct jev_request_error re;
     assert_int_equal(jev_request_parse_systemone(body, strlen(body), NULL, &r, &re), JEV_OK);

@@ -32,17 +32,20 @@
 #include <sys/stat.h>
 
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_body
-#include "decide/verify.h"   // defines: jev_verify_run
+#include "common/verify.h"   // defines: jev_verify_run
 #include "model/engine.h"    // defines: struct jev_engine (its state's live count)
-#include "tiny-model.h" // defines: tiny_model_open
+#include "tiny-model.h"      // defines: tiny_model_open
+#include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
+#include "wire/response.h"   // defines: jev_response_*
+#include "wire/route.h"      // defines: jev_decide_body
 
 /* ---- fixture ---- */
 
 struct fx {
-    struct jev_model *model;     /* the tiny model */
-    struct jev_engine *engine;   /* max_batch 16 */
-    struct jev_decider *d;       /* over engine */
-    bool quick;                  /* JEV_TEST_QUICK: fewer cases */
+    struct jev_model *model;   /* the tiny model */
+    struct jev_engine *engine; /* max_batch 16 */
+    struct jev_decider *d;     /* over engine */
+    bool quick;                /* JEV_TEST_QUICK: fewer cases */
 };
 
 static struct fx F;
@@ -230,8 +233,8 @@ static void shared_vs_independent(enum jev_decide_scoring sc, enum jev_trie_norm
         for (int32_t b0 = 0; b0 < n; b0 += 4) {
             int32_t worst = 0;
             for (int32_t i = b0; i < b0 + 4 && i < n; i++) {
-                int32_t rr = rounds_of(json_object_get(json_object_get(json_array_get(qs, (size_t)i), "text"),
-                                                       "candidates"));
+                int32_t rr =
+                    rounds_of(json_object_get(json_object_get(json_array_get(qs, (size_t)i), "text"), "candidates"));
                 worst = rr > worst ? rr : worst;
                 want_b += 1 + rr;
             }
@@ -408,8 +411,8 @@ static void test_errors(void **state) {
     char *resp = NULL;
     struct jev_request_error got = {0};
     struct jev_decide_params p = jev_decide_default_params();
-    enum jev_status s = jev_decide_body(F.d, garbage_png, strlen(garbage_png), JEV_SHAPE_SYSTEMONE, &p, &resp, &got,
-                                        NULL);
+    enum jev_status s =
+        jev_decide_body(F.d, garbage_png, strlen(garbage_png), JEV_SHAPE_SYSTEMONE, &p, &resp, &got, NULL);
     printf("bad image: %d %s: %s\n", got.http_status, got.type, got.message);
     assert_int_equal(s, JEV_ERR_FORMAT);
     assert_int_equal(got.http_status, 400);
@@ -517,8 +520,8 @@ static void test_time_limit(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_label),     cmocka_unit_test(test_text),  cmocka_unit_test(test_batch_order_company),
-        cmocka_unit_test(test_generate),  cmocka_unit_test(test_errors), cmocka_unit_test(test_verify),
+        cmocka_unit_test(test_label),      cmocka_unit_test(test_text),   cmocka_unit_test(test_batch_order_company),
+        cmocka_unit_test(test_generate),   cmocka_unit_test(test_errors), cmocka_unit_test(test_verify),
         cmocka_unit_test(test_time_limit),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -17,6 +17,8 @@
 
 #include "decide/answer.h"        // defines: jev_answers_init, jev_response_systemone
 #include "decide/prompt-render.h" // defines: jev_prompt_*
+#include "wire/request.h"         // defines: jev_request_parse_*, struct jev_request_error
+#include "wire/response.h"        // defines: jev_response_*
 
 /* Labels as a real tokenizer gives them for the first options (ids unused here). */
 static struct jev_labels *letters(int n) {
@@ -250,8 +252,9 @@ static void test_candidates_and_frames(void **state) {
     jev_prompt_reset(&p);
     assert_int_equal(jev_prompt_prefix(&p, &r, &f, &err), JEV_OK);
     assert_int_equal(jev_prompt_question(&p, &r, 1, &f, NULL, &err), JEV_OK);
-    assert_string_equal(p.text, "[sys]<|im_end|>\n<|im_start|>user\nQuestion s: y\nLevels, lowest first:\n0. lo\n1. hi\n"
-                                "Answer with the level's number from the given levels directly.<|im_end|>\n[bot]");
+    assert_string_equal(p.text,
+                        "[sys]<|im_end|>\n<|im_start|>user\nQuestion s: y\nLevels, lowest first:\n0. lo\n1. hi\n"
+                        "Answer with the level's number from the given levels directly.<|im_end|>\n[bot]");
     jev_prompt_free(&p);
     jev_request_free(&r);
 }
@@ -287,10 +290,8 @@ static void test_undescribed_level(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_workload_label_prompt),
-        cmocka_unit_test(test_systemone_prompts),
-        cmocka_unit_test(test_genjson_prompt),
-        cmocka_unit_test(test_candidates_and_frames),
+        cmocka_unit_test(test_workload_label_prompt), cmocka_unit_test(test_systemone_prompts),
+        cmocka_unit_test(test_genjson_prompt),        cmocka_unit_test(test_candidates_and_frames),
         cmocka_unit_test(test_undescribed_level),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

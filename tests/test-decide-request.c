@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decide/request.h" // defines: jev_request_parse_*, struct jev_request
+#include "decide/request.h" // defines: struct jev_request
+#include "wire/request.h"   // defines: jev_request_parse_*, struct jev_request_error
 
 /* ---- helpers ---- */
 
@@ -58,7 +59,8 @@ static char *b64(const unsigned char *d, size_t n) {
     return o;
 }
 
-static const unsigned char png_bytes[16] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
+static const unsigned char png_bytes[16] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                                            0,    0,   0,   13,  'I',  'H',  'D',  'R'};
 static const unsigned char jpeg_bytes[8] = {0xff, 0xd8, 0xff, 0xe0, 0, 16, 'J', 'F'};
 
 static enum jev_status parse_s1(const char *body, const struct jev_request_opts *o, struct jev_request *r,
@@ -66,8 +68,8 @@ static enum jev_status parse_s1(const char *body, const struct jev_request_opts 
     return jev_request_parse_systemone(body, strlen(body), o, r, e);
 }
 
-static void check_refusal(enum jev_status s, const struct jev_request *r, const struct jev_request_error *e,
-                          int http, const char *param, const char *message) {
+static void check_refusal(enum jev_status s, const struct jev_request *r, const struct jev_request_error *e, int http,
+                          const char *param, const char *message) {
     if (e->http_status != http || strcmp(e->param, param) != 0 || strcmp(e->message, message) != 0)
         print_error("got %d [%s] \"%s\"\n", e->http_status, e->param, e->message);
     assert_int_not_equal(s, JEV_OK);
@@ -229,8 +231,8 @@ static void test_s1_choice_refusals(void **state) {
     s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\"}", 422, "questions.q.criteria", msg);
     s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":null}", 422, "questions.q.criteria", msg);
     snprintf(msg, sizeof msg, "questions.q.criteria: must be %s", want);
-    s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":[\"a\",\"b\"]}", 422,
-                 "questions.q.criteria", msg);
+    s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":[\"a\",\"b\"]}", 422, "questions.q.criteria",
+                 msg);
     s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{}}", 422, "questions.q.criteria",
                  "questions.q.criteria: has no options (a choice needs 1 to 255)");
     s1_q_refused("{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"\":null}}", 422, "questions.q.criteria",
@@ -410,8 +412,9 @@ static void test_s1_images(void **state) {
     }
     /* `files` counts with `images` */
     struct buf b = {0};
-    bput(&b, "{\"state\":\"s\",\"images\":[\"%s\"],\"files\":[\"%s\"],\"questions\":{\"q\":{\"type\":\"noul\","
-             "\"instructions\":\"x\"}}}",
+    bput(&b,
+         "{\"state\":\"s\",\"images\":[\"%s\"],\"files\":[\"%s\"],\"questions\":{\"q\":{\"type\":\"noul\","
+         "\"instructions\":\"x\"}}}",
          png, jpg);
     s1_refused(b.s, 422, "files[0]", "files[0]: a second image (the maximum is 1 image per request)");
     free(b.s);
@@ -448,8 +451,9 @@ static void test_s1_assets(void **state) {
     struct jev_request r;
     struct jev_request_error e;
     /* referenced from the state: accepted */
-    bput(&b, "{\"state\":{\"photo\":\"img-7f3a\"},\"assets\":{\"img-7f3a\":{\"type\":\"image\",\"format\":\"png\","
-             "\"data_base64\":\"%s\"}},\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"Is it a dog?\"}}}",
+    bput(&b,
+         "{\"state\":{\"photo\":\"img-7f3a\"},\"assets\":{\"img-7f3a\":{\"type\":\"image\",\"format\":\"png\","
+         "\"data_base64\":\"%s\"}},\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"Is it a dog?\"}}}",
          png);
     assert_int_equal(parse_s1(b.s, NULL, &r, &e), JEV_OK);
     assert_true(r.has_image);
@@ -459,17 +463,19 @@ static void test_s1_assets(void **state) {
     free(b.s);
     /* referenced from a choice option description: accepted */
     b = (struct buf){0};
-    bput(&b, "{\"state\":\"s\",\"assets\":{\"pic\":{\"type\":\"image\",\"format\":\"png\",\"data_base64\":\"%s\"}},"
-             "\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":\"Which?\",\"criteria\":{\"a\":\"as in "
-             "pic\",\"b\":null}}}}",
+    bput(&b,
+         "{\"state\":\"s\",\"assets\":{\"pic\":{\"type\":\"image\",\"format\":\"png\",\"data_base64\":\"%s\"}},"
+         "\"questions\":{\"q\":{\"type\":\"choice\",\"instructions\":\"Which?\",\"criteria\":{\"a\":\"as in "
+         "pic\",\"b\":null}}}}",
          png);
     assert_int_equal(parse_s1(b.s, NULL, &r, &e), JEV_OK);
     jev_request_free(&r);
     free(b.s);
     /* never referenced: 400 */
     b = (struct buf){0};
-    bput(&b, "{\"state\":\"s\",\"assets\":{\"img-1\":{\"type\":\"image\",\"format\":\"png\",\"data_base64\":\"%s\"}},"
-             "\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}",
+    bput(&b,
+         "{\"state\":\"s\",\"assets\":{\"img-1\":{\"type\":\"image\",\"format\":\"png\",\"data_base64\":\"%s\"}},"
+         "\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"x\"}}}",
          png);
     s1_refused(b.s, 400, "assets.img-1",
                "assets.img-1: the asset is never referenced (write its key in state, instructions or criteria where "
@@ -501,8 +507,9 @@ static void test_s1_image_too_large(void **state) {
     char *enc = b64(big, n);
     free(big);
     struct buf b = {0};
-    bput(&b, "{\"state\":\"s\",\"images\":[\"data:image/png;base64,%s\"],\"questions\":{\"q\":{\"type\":\"noul\","
-             "\"instructions\":\"x\"}}}",
+    bput(&b,
+         "{\"state\":\"s\",\"images\":[\"data:image/png;base64,%s\"],\"questions\":{\"q\":{\"type\":\"noul\","
+         "\"instructions\":\"x\"}}}",
          enc);
     free(enc);
     s1_refused(b.s, 413, "images[0]", "images[0]: the image is 16777219 bytes (the limit is 16777216 bytes)");
@@ -574,7 +581,8 @@ static void test_s1_valid_variants(void **state) {
         "{\"state\":\"plain text\",\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":\"x\"}}}",
         "{\"state\":[1,2],\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":[\"x\"],\"criteria\":null}}}",
         "{\"document\":\"d\",\"questions\":{\"a\":{\"type\":\"noul\",\"instructions\":{\"k\":1},\"criteria\":{}}}}",
-        "{\"state\":\"\",\"questions\":{\"a\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"only\":null}}}}",
+        "{\"state\":\"\",\"questions\":{\"a\":{\"type\":\"choice\",\"instructions\":\"x\",\"criteria\":{\"only\":null}}"
+        "}}",
         "{\"state\":\"s\",\"model\":\"\",\"questions\":{\"a\":{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":"
         "[\"lo\",\"hi\"]}}}",
         "{\"state\":\"s\",\"model\":null,\"questions\":{\"a\":{\"type\":\"score\",\"instructions\":\"x\",\"criteria\":"
@@ -653,10 +661,11 @@ static void test_oa_messages_and_image(void **state) {
     (void)state;
     char *png = b64(png_bytes, sizeof png_bytes);
     struct buf b = {0};
-    bput(&b, "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"user\",\"type\":"
-             "\"message\",\"content\":[{\"type\":\"input_text\",\"text\":\"second\"},{\"type\":\"input_image\","
-             "\"image_url\":\"data:image/png;base64,%s\",\"detail\":\"low\"}]}],\"questions\":[{\"type\":"
-             "\"predicate\",\"instructions\":\"Dog?\"}]}",
+    bput(&b,
+         "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":\"first\"},{\"role\":\"user\",\"type\":"
+         "\"message\",\"content\":[{\"type\":\"input_text\",\"text\":\"second\"},{\"type\":\"input_image\","
+         "\"image_url\":\"data:image/png;base64,%s\",\"detail\":\"low\"}]}],\"questions\":[{\"type\":"
+         "\"predicate\",\"instructions\":\"Dog?\"}]}",
          png);
     struct jev_request r;
     struct jev_request_error e;
@@ -703,12 +712,10 @@ static void test_oa_refusals(void **state) {
     oa_refused("{\"input\":\"s\"}", 422, "questions", "questions: missing (an array of questions)");
     oa_refused("{\"input\":\"s\",\"questions\":{}}", 422, "questions", "questions: must be an array of questions");
     oa_refused("{\"input\":\"s\",\"questions\":[]}", 422, "questions", "questions: is empty (at least one question)");
-    oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"noul\",\"instructions\":\"x\"}]}", 422,
-               "questions[0].type",
+    oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"noul\",\"instructions\":\"x\"}]}", 422, "questions[0].type",
                "questions[0].type: unknown question type \"noul\" (one of predicate, choice, score)");
-    oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"predicate\",\"instructions\":\"x\",\"criteria\":{}}]}",
-               422, "questions[0].criteria",
-               "questions[0].criteria: unknown field (allowed: type, instructions, name)");
+    oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"predicate\",\"instructions\":\"x\",\"criteria\":{}}]}", 422,
+               "questions[0].criteria", "questions[0].criteria: unknown field (allowed: type, instructions, name)");
     oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"predicate\"}]}", 422, "questions[0].instructions",
                "questions[0].instructions: missing: every question needs instructions (a non-empty string, object "
                "or array)");
@@ -746,8 +753,9 @@ static void test_oa_refusals(void **state) {
                422, "questions[0].levels[1]", "questions[0].levels[1]: label must be a non-empty string");
     oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"predicate\",\"instructions\":\"x\",\"name\":\"a\"},"
                "{\"type\":\"predicate\",\"instructions\":\"y\",\"name\":\"a\"}]}",
-               422, "questions[1].name", "questions[1].name: \"a\" is used by question 0 too (question ids must be "
-                                         "unique)");
+               422, "questions[1].name",
+               "questions[1].name: \"a\" is used by question 0 too (question ids must be "
+               "unique)");
     oa_refused("{\"input\":\"s\",\"questions\":[{\"type\":\"predicate\",\"instructions\":\"x\"},"
                "{\"type\":\"predicate\",\"instructions\":\"y\",\"name\":\"q00\"}]}",
                422, "questions[1].name",
@@ -799,8 +807,9 @@ static void test_workload(void **state) {
     check_refusal(s, &r, &e, 422, "", "0 decisions requested (1 to 4096)");
     s = jev_request_load_workload_file("bench/dog-workload.json", 4097, &r, &e);
     check_refusal(s, &r, &e, 413, "", "4097 decisions requested (1 to 4096)");
-    const char *bad = "{\"context\":\"c\",\"questions\":[{\"question\":\"q?\",\"options\":[{\"id\":\"a\",\"text\":\"A\"},"
-                      "{\"id\":\"a\",\"text\":\"B\"}]}]}";
+    const char *bad =
+        "{\"context\":\"c\",\"questions\":[{\"question\":\"q?\",\"options\":[{\"id\":\"a\",\"text\":\"A\"},"
+        "{\"id\":\"a\",\"text\":\"B\"}]}]}";
     s = jev_request_load_workload(bad, strlen(bad), 1, &r, &e);
     check_refusal(s, &r, &e, 422, "questions[0].options[1]", "questions[0].options[1]: duplicate option id \"a\"");
     s = jev_request_load_workload_file("bench/no-such-file.json", 1, &r, &e);
@@ -835,16 +844,26 @@ static void test_base64(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_s1_envelope_refusals), cmocka_unit_test(test_s1_bad_json),
-        cmocka_unit_test(test_s1_body_limit),        cmocka_unit_test(test_s1_too_many_questions),
-        cmocka_unit_test(test_s1_question_refusals), cmocka_unit_test(test_s1_instructions_refusals),
-        cmocka_unit_test(test_s1_choice_refusals),   cmocka_unit_test(test_s1_score_refusals),
-        cmocka_unit_test(test_s1_noul_refusals),     cmocka_unit_test(test_s1_depth),
-        cmocka_unit_test(test_s1_images),            cmocka_unit_test(test_s1_assets),
-        cmocka_unit_test(test_s1_image_too_large),   cmocka_unit_test(test_s1_valid_example),
-        cmocka_unit_test(test_s1_valid_variants),    cmocka_unit_test(test_oa_valid),
-        cmocka_unit_test(test_oa_messages_and_image), cmocka_unit_test(test_oa_refusals),
-        cmocka_unit_test(test_workload),             cmocka_unit_test(test_base64),
+        cmocka_unit_test(test_s1_envelope_refusals),
+        cmocka_unit_test(test_s1_bad_json),
+        cmocka_unit_test(test_s1_body_limit),
+        cmocka_unit_test(test_s1_too_many_questions),
+        cmocka_unit_test(test_s1_question_refusals),
+        cmocka_unit_test(test_s1_instructions_refusals),
+        cmocka_unit_test(test_s1_choice_refusals),
+        cmocka_unit_test(test_s1_score_refusals),
+        cmocka_unit_test(test_s1_noul_refusals),
+        cmocka_unit_test(test_s1_depth),
+        cmocka_unit_test(test_s1_images),
+        cmocka_unit_test(test_s1_assets),
+        cmocka_unit_test(test_s1_image_too_large),
+        cmocka_unit_test(test_s1_valid_example),
+        cmocka_unit_test(test_s1_valid_variants),
+        cmocka_unit_test(test_oa_valid),
+        cmocka_unit_test(test_oa_messages_and_image),
+        cmocka_unit_test(test_oa_refusals),
+        cmocka_unit_test(test_workload),
+        cmocka_unit_test(test_base64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

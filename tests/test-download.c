@@ -24,8 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "base/sha256.h" // defines: jev_sha256_file, jev_sha256_hex
-#include "io/download.h" // defines: jev_download_listing_parse, jev_download_wanted
+#include "base/sha256.h"              // defines: jev_sha256_file, jev_sha256_hex
+#include "common/download/download.h" // defines: jev_download_listing_parse, jev_download_wanted
 
 #define BIG_SIZE 300000 /* model.safetensors: over fake-hub's 64 KiB drop threshold */
 
@@ -72,9 +72,9 @@ static int setup(void **state) {
 /* ---- the hub ---- */
 
 struct hub {
-    pid_t pid;      /* the python process */
-    int port;       /* its port */
-    char log[700];  /* its request log */
+    pid_t pid;     /* the python process */
+    int port;      /* its port */
+    char log[700]; /* its request log */
 };
 
 static void hub_start(struct hub *h, const char *mode, const char *tag) {
@@ -320,10 +320,8 @@ static void test_listing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_listing),
-        cmocka_unit_test(test_download_and_rerun),
-        cmocka_unit_test(test_resume_after_drop),
-        cmocka_unit_test(test_sha_mismatch),
+        cmocka_unit_test(test_listing),           cmocka_unit_test(test_download_and_rerun),
+        cmocka_unit_test(test_resume_after_drop), cmocka_unit_test(test_sha_mismatch),
         cmocka_unit_test(test_404_and_usage),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

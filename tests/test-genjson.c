@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "decide/genjson.h" // defines: jev_genjson_check, jev_genjson_scan
+#include "wire/request.h"   // defines: jev_request_parse_*, struct jev_request_error
 
 static struct jev_request workload(int n) {
     struct jev_request r;
@@ -59,7 +60,8 @@ static void test_seed_failures(void **state) {
     char why[JEV_GENJSON_REASON_MAX];
     int32_t c0;
     struct jev_request r = workload(4);
-    assert_false(check(&r, "{\"q00\": \"A dog\", \"q01\": \"White\", \"q02\": \"Outdoors\", \"q03\": \"Yes\"}", why, &c0));
+    assert_false(
+        check(&r, "{\"q00\": \"A dog\", \"q01\": \"White\", \"q02\": \"Outdoors\", \"q03\": \"Yes\"}", why, &c0));
     assert_string_equal(why, "\"q00\": \"A dog\" is not an option id of this decision (one of: dog, cat, bird, horse)");
     assert_int_equal(c0, -1);
     jev_request_free(&r);
@@ -154,7 +156,7 @@ static void test_stop_rule(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid),     cmocka_unit_test(test_seed_failures), cmocka_unit_test(test_invalid_shapes),
+        cmocka_unit_test(test_valid),      cmocka_unit_test(test_seed_failures), cmocka_unit_test(test_invalid_shapes),
         cmocka_unit_test(test_max_tokens), cmocka_unit_test(test_stop_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,9 +25,8 @@
 /* The generator's sample formulas (scripts/make-test-images.py). */
 static uint32_t s8(int x, int y, int c) { return (uint32_t)(x * 37 + y * 101 + c * 53 + 7) % 256u; }
 static uint32_t s16(int x, int y, int c) { return (uint32_t)((x * 9973 + y * 30011 + c * 7919) * 13 + 11) % 65536u; }
-static const int PAL[10][3] = {{3, 5, 9},      {32, 76, 122},   {61, 147, 235}, {90, 218, 92},
-                               {119, 33, 205}, {148, 104, 62},  {177, 175, 175}, {206, 246, 32},
-                               {235, 61, 145}, {8, 132, 2}};
+static const int PAL[10][3] = {{3, 5, 9},      {32, 76, 122},   {61, 147, 235}, {90, 218, 92},  {119, 33, 205},
+                               {148, 104, 62}, {177, 175, 175}, {206, 246, 32}, {235, 61, 145}, {8, 132, 2}};
 
 static uint8_t *read_file(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -254,7 +253,8 @@ static void ref_transpose(struct jev_image *a) {
     a->height = w;
     for (int y = 0; y < w; y++)
         for (int x = 0; x < h; x++)
-            memcpy(a->rgb + ((size_t)y * (size_t)h + (size_t)x) * 3, b.rgb + ((size_t)x * (size_t)w + (size_t)y) * 3, 3);
+            memcpy(a->rgb + ((size_t)y * (size_t)h + (size_t)x) * 3, b.rgb + ((size_t)x * (size_t)w + (size_t)y) * 3,
+                   3);
     free(b.rgb);
 }
 
@@ -267,7 +267,8 @@ static void test_orientation_all_eight(void **state) {
         struct jev_error err = {0};
         assert_int_equal(jev_image_orient(&got, o, &err), JEV_OK);
         /* PIL exif_transpose: 2 FLIP_LEFT_RIGHT, 3 ROTATE_180, 4 FLIP_TOP_BOTTOM, 5 TRANSPOSE,
-         * 6 ROTATE_270 = transpose + flip LR, 7 TRANSVERSE = transpose + rotate 180, 8 ROTATE_90 = transpose + flip TB */
+         * 6 ROTATE_270 = transpose + flip LR, 7 TRANSVERSE = transpose + rotate 180, 8 ROTATE_90 = transpose + flip TB
+         */
         if (o >= 5)
             ref_transpose(&want);
         if (o == 2 || o == 3 || o == 6 || o == 7)
@@ -286,8 +287,8 @@ static void test_orientation_all_eight(void **state) {
 static void test_exif_parse_and_apply(void **state) {
     (void)state;
     /* little-endian and big-endian TIFF blocks, with and without the "Exif\0\0" prefix */
-    const uint8_t le6[] = {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', '*', 0, 8, 0, 0, 0, 1, 0,
-                           0x12, 0x01, 3, 0, 1, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0};
+    const uint8_t le6[] = {'E',  'x',  'i', 'f', 0, 0, 'I', 'I', '*', 0, 8, 0, 0, 0, 1, 0,
+                           0x12, 0x01, 3,   0,   1, 0, 0,   0,   6,   0, 0, 0, 0, 0, 0, 0};
     const uint8_t be3[] = {'M', 'M', 0, '*', 0, 0, 0, 8, 0, 1, 0x01, 0x12, 0, 3, 0, 0, 0, 1, 0, 3, 0, 0, 0, 0, 0, 0};
     assert_int_equal(jev_image_exif_orientation(le6, sizeof le6), 6);
     assert_int_equal(jev_image_exif_orientation(be3, sizeof be3), 3);
@@ -434,7 +435,8 @@ static void test_png_errors(void **state) {
     forge_ihdr(b, 20000, 5);
     expect_error(b, n, JEV_ERR_NOMEM, "t.img: PNG: 20000x5 pixels exceeds the limit of 16384 pixels per side");
     forge_ihdr(b, 16000, 16000);
-    expect_error(b, n, JEV_ERR_NOMEM, "t.img: PNG: 16000x16000 = 256000000 pixels exceeds the limit of 67108864 pixels");
+    expect_error(b, n, JEV_ERR_NOMEM,
+                 "t.img: PNG: 16000x16000 = 256000000 pixels exceeds the limit of 67108864 pixels");
     forge_ihdr(b, 0, 5);
     expect_error(b, n, JEV_ERR_FORMAT, "t.img: PNG: invalid image width");
     forge_ihdr(b, 7, 6); /* one row more than the IDAT holds */

@@ -138,11 +138,11 @@ static void cmp_hidden(const char *what, const float *row, int32_t d, json_t *re
 /* ---- the engine side ---- */
 
 struct capture {
-    int32_t n_pos;                 /* positions to keep */
-    int32_t pos[MAX_POS];          /* batch rows */
-    int32_t d;                     /* hidden size */
-    int32_t n_names;               /* embed, layers, norm */
-    float *rows;                   /* [n_names][n_pos][d] */
+    int32_t n_pos;        /* positions to keep */
+    int32_t pos[MAX_POS]; /* batch rows */
+    int32_t d;            /* hidden size */
+    int32_t n_names;      /* embed, layers, norm */
+    float *rows;          /* [n_names][n_pos][d] */
 };
 
 static void capture_hook(void *user, const char *name, int32_t layer, const float *x, int64_t row0, int64_t rows,
@@ -160,8 +160,15 @@ static void forward(struct jev_engine *e, struct jev_seq *seq, const int32_t *id
                     int32_t n_out, float *logits) {
     int32_t *pos = malloc((size_t)n * 3 * sizeof(int32_t));
     jev_lm_text_positions(seq, n, pos);
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 1, .seqs = &seq, .seq_len = &n,
-                             .n_out = n_out, .out_idx = out, .logits = logits};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 1,
+                             .seqs = &seq,
+                             .seq_len = &n,
+                             .n_out = n_out,
+                             .out_idx = out,
+                             .logits = logits};
     struct jev_error err = {0};
     if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
         fail_msg("forward: %s", err.msg);
@@ -181,7 +188,8 @@ static void run_layout(const char *layout) {
     char hex[JEV_SHA256_HEX];
     struct jev_error err = {0};
     assert_int_equal(jev_sha256_file(st_path, hex, &err), JEV_OK);
-    const char *want = json_string_value(json_object_get(json_object_get(g, "safetensors_sha256"), "model.safetensors"));
+    const char *want =
+        json_string_value(json_object_get(json_object_get(g, "safetensors_sha256"), "model.safetensors"));
     if (!want || strcmp(want, hex) != 0)
         fail_msg("%s: synth wrote sha256 %s, the golden was made from %s: regenerate the golden", layout, hex,
                  want ? want : "(none)");
@@ -207,8 +215,8 @@ static void run_layout(const char *layout) {
         memcpy(&mine, &e->lm.rope.inv_freq[i], 4);
         uint32_t theirs = (uint32_t)json_integer_value(json_array_get(bits, (size_t)i));
         if (mine != theirs)
-            fail_msg("%s: inv_freq[%d] = 0x%08x (%.9g), torch 0x%08x", layout, i, mine,
-                     (double)e->lm.rope.inv_freq[i], theirs);
+            fail_msg("%s: inv_freq[%d] = 0x%08x (%.9g), torch 0x%08x", layout, i, mine, (double)e->lm.rope.inv_freq[i],
+                     theirs);
     }
 
     int32_t n_prompt, n_posi;
@@ -325,8 +333,15 @@ static void run_layout(const char *layout) {
         total += lens[k];
         free(s);
     }
-    struct jev_lm_batch b = {.n_tokens = total, .ids = ids, .pos = pos, .n_runs = n_kids, .seqs = kids,
-                             .seq_len = lens, .n_out = n_out, .out_idx = outs, .logits = logits};
+    struct jev_lm_batch b = {.n_tokens = total,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = n_kids,
+                             .seqs = kids,
+                             .seq_len = lens,
+                             .n_out = n_out,
+                             .out_idx = outs,
+                             .logits = logits};
     if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
         fail_msg("fork batch: %s", err.msg);
     for (int32_t i = 0; i < n_out; i++) {

@@ -44,7 +44,9 @@ static struct env *env_new(int32_t max_batch_tokens) {
     assert_non_null(e->be);
     struct jev_state_params sp = {.max_tokens = 1024, .max_seqs = 8, .kv_tokens = 4096};
     assert_int_equal(jev_state_init(&e->st, &e->m.cfg, &sp, &e->err), JEV_OK);
-    struct jev_lm_params lp = {.max_batch_tokens = max_batch_tokens, .max_runs = 8, .max_tokens = 1024,
+    struct jev_lm_params lp = {.max_batch_tokens = max_batch_tokens,
+                               .max_runs = 8,
+                               .max_tokens = 1024,
                                .max_spans = jev_seq_max_spans(&e->st)};
     assert_int_equal(jev_lm_init(&e->lm, &e->m.cfg, &e->m.w, &jev_cpu_ops, e->be, &lp, &e->err), JEV_OK);
     return e;
@@ -68,8 +70,15 @@ static enum jev_status run_one(struct env *e, struct jev_seq *seq, const int32_t
     jev_lm_text_positions(seq, n, pos);
     for (int32_t i = 0; i < n; i++)
         rows[i] = i;
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 1, .seqs = &seq, .seq_len = &n,
-                             .n_out = out ? n : 0, .out_idx = rows, .logits = out};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 1,
+                             .seqs = &seq,
+                             .seq_len = &n,
+                             .n_out = out ? n : 0,
+                             .out_idx = rows,
+                             .logits = out};
     enum jev_status s = jev_lm_forward(&e->lm, &b, &e->err);
     free(pos);
     free(rows);
@@ -231,8 +240,15 @@ static void test_fork_suffix_batch(void **state) {
     for (int32_t i = 0; i < n; i++)
         rows[i] = i;
     float *got = malloc((size_t)n * (size_t)V * sizeof(float));
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 3, .seqs = kids, .seq_len = lens,
-                             .n_out = n, .out_idx = rows, .logits = got};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 3,
+                             .seqs = kids,
+                             .seq_len = lens,
+                             .n_out = n,
+                             .out_idx = rows,
+                             .logits = got};
     assert_int_equal(jev_lm_forward(&e->lm, &b, &e->err), JEV_OK);
 
     /* twin: the prefix once, then a copy per suffix */
@@ -288,8 +304,15 @@ static void test_batch_equals_alone(void **state) {
         rows[k] = at - 1; /* the last token of each run */
     }
     float got[3 * 101];
-    struct jev_lm_batch b = {.n_tokens = 114, .ids = ids, .pos = pos, .n_runs = 3, .seqs = seqs, .seq_len = lens,
-                             .n_out = 3, .out_idx = rows, .logits = got};
+    struct jev_lm_batch b = {.n_tokens = 114,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 3,
+                             .seqs = seqs,
+                             .seq_len = lens,
+                             .n_out = 3,
+                             .out_idx = rows,
+                             .logits = got};
     assert_int_equal(jev_lm_forward(&e->lm, &b, &e->err), JEV_OK);
     at = 0;
     for (int k = 0; k < 3; k++) {
@@ -322,8 +345,17 @@ static void test_vocab_rows(void **state) {
     float got[2 * 4];
     int32_t pos[20 * 3];
     jev_lm_text_positions(s2, n, pos);
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 1, .seqs = &s2, .seq_len = &n,
-                             .n_out = 2, .out_idx = out_rows, .n_vocab_rows = 4, .vocab_rows = cand, .logits = got};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 1,
+                             .seqs = &s2,
+                             .seq_len = &n,
+                             .n_out = 2,
+                             .out_idx = out_rows,
+                             .n_vocab_rows = 4,
+                             .vocab_rows = cand,
+                             .logits = got};
     assert_int_equal(jev_lm_forward(&e->lm, &b, &e->err), JEV_OK);
     for (int r = 0; r < 2; r++)
         for (int c = 0; c < 4; c++)
@@ -371,8 +403,16 @@ static void test_mrope_positions_and_overrides(void **state) {
     for (int32_t i = 0; i < n; i++)
         out_rows[i] = i;
     float *got = malloc((size_t)n * (size_t)V * sizeof(float));
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .embd_rows = rows_ptr, .n_runs = 1,
-                             .seqs = &seq, .seq_len = &n, .n_out = n, .out_idx = out_rows, .logits = got};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .embd_rows = rows_ptr,
+                             .n_runs = 1,
+                             .seqs = &seq,
+                             .seq_len = &n,
+                             .n_out = n,
+                             .out_idx = out_rows,
+                             .logits = got};
     assert_int_equal(jev_lm_forward(&e->lm, &b, &e->err), JEV_OK);
     struct fx_twin tw;
     fx_twin_init(&tw, &e->m, 64);
@@ -454,8 +494,7 @@ static void test_errors_change_nothing(void **state) {
     int32_t *mpos = calloc(1100 * 3, sizeof(int32_t));
     struct jev_seq *pair[2] = {b2, a};
     int32_t plens[2] = {2, 1030};
-    struct jev_lm_batch big = {.n_tokens = 1032, .ids = many, .pos = mpos, .n_runs = 2, .seqs = pair,
-                               .seq_len = plens};
+    struct jev_lm_batch big = {.n_tokens = 1032, .ids = many, .pos = mpos, .n_runs = 2, .seqs = pair, .seq_len = plens};
     assert_int_equal(jev_lm_forward(&e->lm, &big, &e->err), JEV_ERR_CONTEXT_FULL);
     assert_non_null(strstr(e->err.msg, "max_tokens"));
     jev_error_clear(&e->err);
@@ -468,8 +507,15 @@ static void test_errors_change_nothing(void **state) {
     int32_t n2 = 2;
     int32_t p2[6];
     jev_lm_text_positions(a, 2, p2);
-    struct jev_lm_batch c = {.n_tokens = 2, .ids = ids, .pos = p2, .n_runs = 1, .seqs = &a, .seq_len = &n2,
-                             .n_out = 2, .out_idx = rows, .logits = lg};
+    struct jev_lm_batch c = {.n_tokens = 2,
+                             .ids = ids,
+                             .pos = p2,
+                             .n_runs = 1,
+                             .seqs = &a,
+                             .seq_len = &n2,
+                             .n_out = 2,
+                             .out_idx = rows,
+                             .logits = lg};
     assert_int_equal(jev_lm_forward(&e->lm, &c, &e->err), JEV_ERR_INVALID_ARG);
     assert_non_null(strstr(e->err.msg, "strictly increasing"));
     assert_int_equal(e->lm.n_forwards, 1);

@@ -19,18 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/half.h"       // defines: jev_bf16_to_f32
-#include "io/config-json.h"  // defines: jev_config_parse
-#include "io/model-dir.h"    // defines: jev_layout_detect
-#include "model/model.h"     // defines: jev_model_open
-#include "model/synth.h"     // defines: jev_synth_write, jev_synth_quantize
+#include "base/half.h"          // defines: jev_bf16_to_f32
+#include "model/config-json.h"  // defines: jev_config_parse
+#include "model/model-dir.h"    // defines: jev_layout_detect
+#include "model/model.h"        // defines: jev_model_open
+#include "common/synth/synth.h" // defines: jev_synth_write, jev_synth_quantize
 
 /* ---- fixtures ---- */
 
-static char root[256];     /* $JEV_TEST_DIR/model-dir */
-static char dir_hf[512];   /* tiny, seed 1, hf */
-static char dir_mlx[512];  /* tiny, seed 1, mlx4 */
-static char dir_shd[512];  /* tiny, seed 1, hf, sharded */
+static char root[256];    /* $JEV_TEST_DIR/model-dir */
+static char dir_hf[512];  /* tiny, seed 1, hf */
+static char dir_mlx[512]; /* tiny, seed 1, mlx4 */
+static char dir_shd[512]; /* tiny, seed 1, hf, sharded */
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...) {
@@ -119,8 +119,8 @@ static void assert_quantized_from(const struct jev_matrix *hf, const struct jev_
                 fail_msg("%s [%lld][%lld]: %.9g, expected %.9g", q->name, (long long)r, (long long)k, (double)d[k],
                          (double)want);
             if (fabsf(d[k] - w[k]) > s * 1.01f + 1e-7f)
-                fail_msg("%s [%lld][%lld]: |%.9g - %.9g| exceeds one step %.9g", q->name, (long long)r,
-                         (long long)k, (double)d[k], (double)w[k], (double)s);
+                fail_msg("%s [%lld][%lld]: |%.9g - %.9g| exceeds one step %.9g", q->name, (long long)r, (long long)k,
+                         (double)d[k], (double)w[k], (double)s);
         }
     }
     free(w);
@@ -161,7 +161,7 @@ static void test_layouts_agree(void **state) {
             assert_vec_equal(la->lin.a_log, lb->lin.a_log, t->lin_v_heads, "A_log");
             assert_vec_equal(la->lin.norm, lb->lin.norm, t->lin_v_dim, "linear_attn.norm");
             assert_true(la->lin.a_log[0] >= 0.0f && la->lin.a_log[0] < 2.78f); /* log(U(1, 16)) */
-            assert_true(fabsf(la->lin.norm[0] - 1.0f) < 0.2f);              /* plain multiplier near 1 */
+            assert_true(fabsf(la->lin.norm[0] - 1.0f) < 0.2f);                 /* plain multiplier near 1 */
             assert_quantized_from(&la->lin.in_qkv, &lb->lin.in_qkv);
             assert_quantized_from(&la->lin.in_z, &lb->lin.in_z);
             assert_quantized_from(&la->lin.in_b, &lb->lin.in_b);
@@ -222,8 +222,10 @@ static void test_norm_conventions_in_files(void **state) {
                      JEV_DTYPE_F32);
     assert_int_equal(jev_st_set_find(&h->tensors, "model.language_model.layers.0.linear_attn.norm.weight")->dtype,
                      JEV_DTYPE_F32);
-    const struct jev_st_tensor *ch = jev_st_set_find(&h->tensors, "model.language_model.layers.0.linear_attn.conv1d.weight");
-    const struct jev_st_tensor *cx = jev_st_set_find(&x->tensors, "language_model.model.layers.0.linear_attn.conv1d.weight");
+    const struct jev_st_tensor *ch =
+        jev_st_set_find(&h->tensors, "model.language_model.layers.0.linear_attn.conv1d.weight");
+    const struct jev_st_tensor *cx =
+        jev_st_set_find(&x->tensors, "language_model.model.layers.0.linear_attn.conv1d.weight");
     assert_int_equal(ch->shape[1], 1);
     assert_int_equal(ch->shape[2], 4);
     assert_int_equal(cx->shape[1], 4);
@@ -401,13 +403,14 @@ static void test_config_errors(void **state) {
 
     d = tiny_doc();
     json_object_set_new(json_object_get(text_of(d), "rope_parameters"), "mrope_section", json_pack("[i,i,i]", 3, 3, 3));
-    expect_config(d, JEV_ERR_FORMAT, "config.json: text_config.rope_parameters.mrope_section must sum to rotary_dim / 2",
-                  NULL);
+    expect_config(d, JEV_ERR_FORMAT,
+                  "config.json: text_config.rope_parameters.mrope_section must sum to rotary_dim / 2", NULL);
 
     d = tiny_doc();
     json_object_set_new(json_object_get(text_of(d), "rope_parameters"), "rope_type", json_string("yarn"));
     expect_config(d, JEV_ERR_UNSUPPORTED,
-                  "config.json: text_config.rope_parameters.rope_type 'yarn' is not supported (only \"default\")", NULL);
+                  "config.json: text_config.rope_parameters.rope_type 'yarn' is not supported (only \"default\")",
+                  NULL);
 
     d = tiny_doc();
     json_object_set_new(json_object_get(d, "vision_config"), "depth", json_real(2.0));
@@ -428,8 +431,8 @@ static void test_config_errors(void **state) {
 
     d = tiny_doc();
     json_object_set_new(text_of(d), "eos_token_id", json_pack("[i,s]", 1, "x"));
-    expect_config(d, JEV_ERR_FORMAT, "config.json: text_config.eos_token_id: expected an id or a list of ids in 0..151935",
-                  NULL);
+    expect_config(d, JEV_ERR_FORMAT,
+                  "config.json: text_config.eos_token_id: expected an id or a list of ids in 0..151935", NULL);
 
     /* not JSON at all */
     struct jev_config c;
@@ -468,8 +471,9 @@ static void test_config_variants(void **state) {
     json_object_del(t, "rope_parameters");
     json_object_set_new(t, "rope_theta", json_real(5e6));
     json_object_set_new(t, "partial_rotary_factor", json_real(0.5));
-    json_object_set_new(t, "rope_scaling", json_pack("{s:s,s:[i,i,i],s:b}", "type", "mrope", "mrope_section", 6, 6, 4,
-                                                     "mrope_interleaved", 0));
+    json_object_set_new(
+        t, "rope_scaling",
+        json_pack("{s:s,s:[i,i,i],s:b}", "type", "mrope", "mrope_section", 6, 6, 4, "mrope_interleaved", 0));
     expect_config(d, JEV_OK, NULL, &c);
     assert_true(c.text.rope_theta == 5e6);
     assert_int_equal(c.text.rotary_dim, 32);
@@ -591,9 +595,10 @@ static void test_missing_and_misshaped(void **state) {
     snprintf(d, sizeof d, "%s/broken", root);
 
     copy_with_header(dir_hf, d, edit_drop_conv);
-    snprintf(want, sizeof want,
-             "%s: tensor 'model.language_model.layers.1.linear_attn.conv1d.weight' missing (expected a float [256, 1, 4])",
-             d);
+    snprintf(
+        want, sizeof want,
+        "%s: tensor 'model.language_model.layers.1.linear_attn.conv1d.weight' missing (expected a float [256, 1, 4])",
+        d);
     expect_load_error(d, JEV_ERR_FORMAT, want);
 
     copy_with_header(dir_hf, d, edit_transpose_down);
@@ -609,7 +614,8 @@ static void test_missing_and_misshaped(void **state) {
 
     copy_with_header(dir_mlx, d, edit_mix_layouts);
     snprintf(want, sizeof want,
-             "%s: tensor names mix the HF (model.language_model.*: 1) and MLX (language_model.model.*: 228) layouts", d);
+             "%s: tensor names mix the HF (model.language_model.*: 1) and MLX (language_model.model.*: 228) layouts",
+             d);
     expect_load_error(d, JEV_ERR_FORMAT, want);
 
     copy_with_header(dir_mlx, d, edit_drop_scales);
@@ -681,10 +687,14 @@ static void test_quant_mismatch(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_layouts_agree),         cmocka_unit_test(test_norm_conventions_in_files),
-        cmocka_unit_test(test_sharded_equals_single), cmocka_unit_test(test_public_load_api),
-        cmocka_unit_test(test_config_errors),         cmocka_unit_test(test_config_variants),
-        cmocka_unit_test(test_missing_and_misshaped), cmocka_unit_test(test_quant_mismatch),
+        cmocka_unit_test(test_layouts_agree),
+        cmocka_unit_test(test_norm_conventions_in_files),
+        cmocka_unit_test(test_sharded_equals_single),
+        cmocka_unit_test(test_public_load_api),
+        cmocka_unit_test(test_config_errors),
+        cmocka_unit_test(test_config_variants),
+        cmocka_unit_test(test_missing_and_misshaped),
+        cmocka_unit_test(test_quant_mismatch),
         cmocka_unit_test(test_untied_head_and_generation_config),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

@@ -37,7 +37,7 @@
 
 #include "backend/cpu/cpu.h" // defines: jev_cpu_* reference ops, jev_cpu_ops
 #include "base/half.h"       // defines: jev_f32_to_bf16, jev_f32_to_f16
-#include "test-matrices.h"  // defines: struct mat, mat_make, mat_free
+#include "test-matrices.h"   // defines: struct mat, mat_make, mat_free
 
 #define NMSE_F32 1e-7
 
@@ -158,8 +158,8 @@ static void test_matmul_blocks(void **state) {
             yf[i] = NAN; /* every element must be written */
         jev_cpu_ops.matmul(be, &a.m, x, n, yf);
         char what[128];
-        snprintf(what, sizeof what, "matmul %s rows %d n %lld, %d threads", cases[c].name, cases[c].rows,
-                 (long long)n, cases[c].threads);
+        snprintf(what, sizeof what, "matmul %s rows %d n %lld, %d threads", cases[c].name, cases[c].rows, (long long)n,
+                 cases[c].threads);
         check(what, yr, yf, ny, NMSE_F32);
         free(x);
         free(yr);
@@ -237,7 +237,7 @@ static void test_gdn_rule(void **state) {
         float *beta = malloc((size_t)rows * (size_t)s.hv * sizeof(float));
         fill(u, rows * conv_dim, 9, 1.0f);
         for (int64_t i = 0; i < rows * s.hv; i++) {
-            g[i] = fast ? -1.0f - 0.5f * (det(i) + 2.0f)   /* log decay in (-3, -1) */
+            g[i] = fast ? -1.0f - 0.5f * (det(i) + 2.0f)    /* log decay in (-3, -1) */
                         : -0.05f - 0.04f * (det(i) + 2.0f); /* log decay in (-0.25, -0.05) */
             beta[i] = 0.5f + 0.2f * det(i + 5);
         }
@@ -296,8 +296,9 @@ static void test_pointwise_ops(void **state) {
                 assert_true(gate[(t * heads + h) * dh + d] == qg[(t * heads + h) * 2 * dh + dh + d]);
                 double x = qg[(t * heads + h) * 2 * dh + d];
                 double c = d < 2 * nf ? cs[t * nf + d % nf] : 1, s = d < 2 * nf ? sn[t * nf + d % nf] : 0;
-                double partner = d < nf ? -qg[(t * heads + h) * 2 * dh + d + nf]
-                                        : d < 2 * nf ? qg[(t * heads + h) * 2 * dh + d - nf] : 0;
+                double partner = d < nf       ? -qg[(t * heads + h) * 2 * dh + d + nf]
+                                 : d < 2 * nf ? qg[(t * heads + h) * 2 * dh + d - nf]
+                                              : 0;
                 want_q[(t * heads + h) * dh + d] = (float)(x * c + partner * s);
             }
     jev_cpu_ops.rope(g_be, q, n, heads, dh, nf, cs, sn);
@@ -474,12 +475,8 @@ static void test_gdn_conv(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_blocks),
-        cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_gdn_rule),
-        cmocka_unit_test(test_pointwise_ops),
-        cmocka_unit_test(test_gdn_conv),
+        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gdn_rule),    cmocka_unit_test(test_pointwise_ops), cmocka_unit_test(test_gdn_conv),
         cmocka_unit_test(test_activations),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "bench/schema.h" // defines: jev_bench_load_file, JEV_BENCH_SCHEMA
+#include "common/bench/schema.h" // defines: jev_bench_load_file, JEV_BENCH_SCHEMA
 
 /* ---- helpers ---- */
 

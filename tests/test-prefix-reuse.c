@@ -27,9 +27,10 @@
 
 #include "decide/pipeline-int.h" // defines: dc_kept_count, DC_KEPT_MAX
 #include "decide/pipeline.h"     // defines: jev_decide_run, jev_decider_init
-#include "io/read-file.h"    // defines: jev_read_file
-#include "model/engine.h"    // defines: struct jev_engine (its state's live count)
-#include "tiny-model.h"      // defines: tiny_decider_open
+#include "base/read-file.h"      // defines: jev_read_file
+#include "model/engine.h"        // defines: struct jev_engine (its state's live count)
+#include "tiny-model.h"          // defines: tiny_decider_open
+#include "wire/request.h"        // defines: jev_request_parse_*, struct jev_request_error
 
 static struct {
     struct jev_model *model;
@@ -214,10 +215,11 @@ static void test_kept_sequence_given_back(void **state) {
     for (int k = 0; k < DC_KEPT_MAX; k++)
         assert_int_equal(reused(state_k(k, buf, sizeof buf), -1), NONE);
     assert_int_equal(st->n_live, DC_KEPT_MAX);
-    const char *six = "{\"state\":\"six questions\",\"questions\":{"
-                      "\"a\":{\"type\":\"noul\",\"instructions\":\"a?\"},\"b\":{\"type\":\"noul\",\"instructions\":\"b?\"},"
-                      "\"c\":{\"type\":\"noul\",\"instructions\":\"c?\"},\"d\":{\"type\":\"noul\",\"instructions\":\"d?\"},"
-                      "\"e\":{\"type\":\"noul\",\"instructions\":\"e?\"},\"f\":{\"type\":\"noul\",\"instructions\":\"f?\"}}}";
+    const char *six =
+        "{\"state\":\"six questions\",\"questions\":{"
+        "\"a\":{\"type\":\"noul\",\"instructions\":\"a?\"},\"b\":{\"type\":\"noul\",\"instructions\":\"b?\"},"
+        "\"c\":{\"type\":\"noul\",\"instructions\":\"c?\"},\"d\":{\"type\":\"noul\",\"instructions\":\"d?\"},"
+        "\"e\":{\"type\":\"noul\",\"instructions\":\"e?\"},\"f\":{\"type\":\"noul\",\"instructions\":\"f?\"}}}";
     request(six, -1, &r);
     struct jev_decide_params p = jev_decide_default_params();
     p.reuse_prefix = true;

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bench/report.h" // defines: jev_report_markdown, jev_report_svg, jev_report_median
-#include "bench/schema.h" // defines: jev_bench_record_*, jev_bench_validate, jev_bench_load_*
+#include "common/bench/report.h" // defines: jev_report_markdown, jev_report_svg, jev_report_median
+#include "common/bench/schema.h" // defines: jev_bench_record_*, jev_bench_validate, jev_bench_load_*
 
 /* ---- fixture ---- */
 
@@ -254,7 +254,8 @@ static void test_bad_utf8_output_kept(void **state) {
     assert_int_equal(jev_bench_record_add_agreement(rec, &a, &err), JEV_OK);
     json_t *root = jev_bench_record_json(rec);
     assert_int_equal(jev_bench_validate(root, &err), JEV_OK);
-    const json_t *sample = json_array_get(json_object_get(json_array_get(json_object_get(root, "runs"), 0), "samples"), 0);
+    const json_t *sample =
+        json_array_get(json_object_get(json_array_get(json_object_get(root, "runs"), 0), "samples"), 0);
     assert_string_equal(json_string_value(json_object_get(sample, "output")), "{\"q00\": \"\xef\xbf\xbd\xef\xbf\xbd");
     jev_bench_record_free(rec);
 }
@@ -283,8 +284,8 @@ static void test_nvidia_driver(void **state) {
                             "(dvs-builder@U22-I3-AF03-09-1)  Thu Jul 31 2025\n",
                             v, sizeof v);
     assert_string_equal(v, "580.159.04");
-    jev_bench_nvidia_driver("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n",
-                            v, sizeof v);
+    jev_bench_nvidia_driver(
+        "NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.183.01  Sun May 12 19:39:15 UTC 2024\n", v, sizeof v);
     assert_string_equal(v, "535.183.01");
     jev_bench_nvidia_driver("NVRM version: NVIDIA UNIX Kernel Module for aarch64 2024\n", v, sizeof v);
     assert_string_equal(v, ""); /* no dotted number */
@@ -546,12 +547,18 @@ static const char *const seed_medians[] = {
     "64\tshared\t2399.1\t240.1\t292.6\t1777.2\t17\t1\t2.36\t26.68\t3/3",
 };
 static const char *const seed_samples[] = {
-    "1\tgenerate_json\t813.5, 805.1, 810.6",   "1\tindependent\t630.0, 598.5, 585.5",
-    "1\tshared\t630.0, 599.5, 635.5",          "4\tgenerate_json\t1099.1, 1134.8, 1123.0",
-    "4\tindependent\t2351.5, 2324.1, 2370.9",  "4\tshared\t692.1, 678.6, 674.6",
-    "16\tgenerate_json\t1276.9, 1243.1, 1283.8", "16\tindependent\t10001.9, 9313.5, 9212.6",
-    "16\tshared\t1052.8, 1051.5, 1021.3",      "64\tgenerate_json\t2757.3, 2732.2, 2590.7",
-    "64\tindependent\t37298.1, 37828.3, 36035.7", "64\tshared\t2399.1, 2390.8, 2409.4",
+    "1\tgenerate_json\t813.5, 805.1, 810.6",
+    "1\tindependent\t630.0, 598.5, 585.5",
+    "1\tshared\t630.0, 599.5, 635.5",
+    "4\tgenerate_json\t1099.1, 1134.8, 1123.0",
+    "4\tindependent\t2351.5, 2324.1, 2370.9",
+    "4\tshared\t692.1, 678.6, 674.6",
+    "16\tgenerate_json\t1276.9, 1243.1, 1283.8",
+    "16\tindependent\t10001.9, 9313.5, 9212.6",
+    "16\tshared\t1052.8, 1051.5, 1021.3",
+    "64\tgenerate_json\t2757.3, 2732.2, 2590.7",
+    "64\tindependent\t37298.1, 37828.3, 36035.7",
+    "64\tshared\t2399.1, 2390.8, 2409.4",
 };
 static const char *const seed_header =
     "Decisions\tPath\tTotal ms\tVision ms\tPrefill ms\tScoring/decode ms\tLM forwards\tVision forwards\tPeak Metal "
@@ -630,8 +637,9 @@ static void test_seed_tables_regenerate(void **state) {
                                "100.0%; generated/shared agreement null."));
     assert_non_null(strstr(md, "- 16 decisions: direct/shared maximum probability delta 0.00000274;"));
     assert_non_null(strstr(md, "- 64 decisions: direct/shared maximum probability delta 0.00000274;"));
-    assert_non_null(strstr(md, "Example failed generate output (4 decisions, repeat 0):\n\n```text\n"
-                               "{\"q00\": \"A dog\", \"q01\": \"White\", \"q02\": \"Outdoors\", \"q03\": \"Yes\"}\n```"));
+    assert_non_null(strstr(md,
+                           "Example failed generate output (4 decisions, repeat 0):\n\n```text\n"
+                           "{\"q00\": \"A dog\", \"q01\": \"White\", \"q02\": \"Outdoors\", \"q03\": \"Yes\"}\n```"));
     assert_non_null(strstr(md, "Example failed generate output (16 decisions, repeat 0):\n\n```text\n"
                                "{\"q00\": \"A dog\"}\n```"));
     assert_non_null(strstr(md, "Example failed generate output (64 decisions, repeat 0):\n\n```text\n"
@@ -691,7 +699,8 @@ static void test_side_by_side_ratio(void **state) {
 
 /* Tags balance, every numeric attribute is a finite number; returns polylines and dashed ones. */
 static void svg_check(const char *svg, int *polylines, int *dashed) {
-    static const char *const numeric[] = {"x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r", "width", "height", "points"};
+    static const char *const numeric[] = {"x",  "y",  "x1", "y1",    "x2",     "y2",
+                                          "cx", "cy", "r",  "width", "height", "points"};
     char stack[64][32];
     int depth = 0;
     *polylines = *dashed = 0;

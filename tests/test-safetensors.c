@@ -84,12 +84,11 @@ static int setup(void **state) {
 
 /* ---- valid files ---- */
 
-static const char *good_header =
-    "{\"__metadata__\":{\"format\":\"pt\"},"
-    "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[16,28]},"
-    "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
-    "\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]},"
-    "\"e\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[28,28]}}  ";
+static const char *good_header = "{\"__metadata__\":{\"format\":\"pt\"},"
+                                 "\"b\":{\"dtype\":\"BF16\",\"shape\":[2,3],\"data_offsets\":[16,28]},"
+                                 "\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                                 "\"s\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[32,40]},"
+                                 "\"e\":{\"dtype\":\"U8\",\"shape\":[0,5],\"data_offsets\":[28,28]}}  ";
 
 static void test_valid_file(void **state) {
     (void)state;
@@ -124,7 +123,7 @@ static void test_valid_file(void **state) {
 
 static void test_dtypes(void **state) {
     (void)state;
-    static const char *names[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8",
+    static const char *names[] = {"F64", "F32", "F16", "BF16", "I64",  "I32",     "I16",    "I8",
                                   "U8",  "U16", "U32", "U64",  "BOOL", "F8_E4M3", "F8_E5M2"};
     static const size_t sizes[] = {8, 4, 2, 2, 8, 4, 2, 1, 1, 2, 4, 8, 1, 1, 1};
     for (int i = 0; i < JEV_DTYPE_COUNT; i++) {
@@ -357,11 +356,16 @@ static void test_single_file_set(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_valid_file),       cmocka_unit_test(test_dtypes),
-        cmocka_unit_test(test_truncated_header_length), cmocka_unit_test(test_header_length_limits),
-        cmocka_unit_test(test_bad_json),         cmocka_unit_test(test_bad_entries),
-        cmocka_unit_test(test_offsets),          cmocka_unit_test(test_sharded_set),
-        cmocka_unit_test(test_bad_sets),         cmocka_unit_test(test_single_file_set),
+        cmocka_unit_test(test_valid_file),
+        cmocka_unit_test(test_dtypes),
+        cmocka_unit_test(test_truncated_header_length),
+        cmocka_unit_test(test_header_length_limits),
+        cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_bad_entries),
+        cmocka_unit_test(test_offsets),
+        cmocka_unit_test(test_sharded_set),
+        cmocka_unit_test(test_bad_sets),
+        cmocka_unit_test(test_single_file_set),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -102,10 +102,8 @@ static char *pinned_version(void) {
     json_t *lock = json_load_file(LOCKFILE, 0, &je);
     if (!lock)
         fail_msg("%s: %s", LOCKFILE, je.text);
-    const char *v =
-        json_string_value(json_object_get(json_object_get(json_object_get(lock, "packages"),
-                                                          "node_modules/@typesafe-ai/sdk"),
-                                          "version"));
+    const char *v = json_string_value(json_object_get(
+        json_object_get(json_object_get(lock, "packages"), "node_modules/@typesafe-ai/sdk"), "version"));
     assert_non_null(v);
     char *out = strdup(v);
     json_decref(lock);
@@ -154,9 +152,7 @@ static void assert_same(const char *what, const json_t *got, const json_t *want)
     fail();
 }
 
-static const char *str(const json_t *o, const char *k) {
-    return json_string_value(json_object_get(o, k));
-}
+static const char *str(const json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 /* ---- the server as a child ---- */
 
@@ -173,9 +169,7 @@ static struct serve_child serve(const char *key) {
 }
 
 /* SIGTERM; the server exits 0 (under ASan: with nothing leaked). */
-static void stop(struct serve_child *c) {
-    serve_child_expect_clean_exit(serve_child_stop(c, SIGTERM));
-}
+static void stop(struct serve_child *c) { serve_child_expect_clean_exit(serve_child_stop(c, SIGTERM)); }
 
 /* client.mjs against the port; its JSON report. */
 static json_t *run_client(int port, const char *key, const char *wrong_key) {
@@ -282,9 +276,7 @@ static void check_report(const json_t *r) {
     assert_int_equal(json_object_size(cases), 3);
     const char *name;
     json_t *c;
-    json_object_foreach((json_t *)(uintptr_t)cases, name, c) {
-        check_answered(name, c);
-    }
+    json_object_foreach((json_t *)(uintptr_t)cases, name, c) { check_answered(name, c); }
     /* the context went out as the top-level instructions, the image as an asset with the opt-in header */
     json_t *ticket = json_loads(str(json_object_get(json_object_get(cases, "ticket"), "sent"), "body"), 0, NULL);
     assert_string_equal(str(ticket, "instructions"), "You triage customer support tickets.");

@@ -6,8 +6,8 @@
  * 405 with Allow, 413 by Content-Length and by a chunked body; /health and
  * /v1/models; distinct request ids; 4 client threads at once; a full queue
  * answering 429 with Retry-After while a broken body still gets its own
- * error; start/stop twice; `jev serve` stopping on SIGTERM with status 0. Nothing waits on a clock: the queue test holds
- * the decider's lock and waits until the server has admitted the request.
+ * error; start/stop twice; `jev serve` stopping on SIGTERM with status 0. Nothing waits on a clock: the queue test
+ * holds the decider's lock and waits until the server has admitted the request.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,10 +31,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jev.h"            // defines: jev_model_load, jev_decide_json
-#include "server/server.h"  // defines: jev_server_start, jev_server_stop, jev_server_lock
-#include "serve-test.h"     // defines: struct reply, reply_on_body, serve_child_start
-#include "tiny-model.h"     // defines: tiny_model_write, tiny_test_dir
+#include "jev.h"           // defines: jev_model_load, jev_decide_json
+#include "server/server.h" // defines: jev_server_start, jev_server_stop, jev_server_lock
+#include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_start
+#include "tiny-model.h"    // defines: tiny_model_write, tiny_test_dir
 
 static struct jev_model *model;
 static struct jev_engine *engine;
@@ -122,7 +122,7 @@ static size_t on_read(char *p, size_t size, size_t n, void *u) {
 }
 
 struct call {
-    const char *method;   /* "GET", "POST", ... */
+    const char *method; /* "GET", "POST", ... */
     const char *path;
     const char *body;     /* POST body; NULL = none */
     size_t body_len;      /* 0 = strlen(body) */
@@ -245,8 +245,8 @@ static void test_auth(void **state) {
     p.api_key = "sekrit-key";
     struct jev_server *s = start(&p);
     int32_t port = jev_server_port(s);
-    const char *wrong[] = {NULL, "Bearer wrong", "Bearer sekrit-ke", "Bearer sekrit-key2", "sekrit-key",
-                           "Basic sekrit-key"};
+    const char *wrong[] = {NULL,         "Bearer wrong",    "Bearer sekrit-ke", "Bearer sekrit-key2",
+                           "sekrit-key", "Basic sekrit-key"};
     for (size_t i = 0; i < sizeof wrong / sizeof wrong[0]; i++) {
         struct call c = {.method = "POST", .path = "/v1/systemone", .body = so_body, .auth = wrong[i]};
         struct reply r = http(port, &c);
@@ -373,8 +373,9 @@ static void test_request_ids_differ(void **state) {
     int32_t port = jev_server_port(s);
     char ids[6][64];
     for (int i = 0; i < 6; i++) {
-        struct reply r = i % 3 == 0 ? get(port, "/health") : i % 3 == 1 ? post(port, "/v1/systemone", so_body)
-                                                                      : get(port, "/missing");
+        struct reply r = i % 3 == 0   ? get(port, "/health")
+                         : i % 3 == 1 ? post(port, "/v1/systemone", so_body)
+                                      : get(port, "/missing");
         check_common(&r);
         snprintf(ids[i], sizeof ids[i], "%s", r.id);
         free(r.body);
@@ -391,7 +392,7 @@ struct client {
     int idx;             /* which client: starts the alternation of shapes */
     const char *want_so; /* expected bodies */
     const char *want_oa;
-    int ok;              /* requests answered exactly as expected */
+    int ok; /* requests answered exactly as expected */
 };
 
 static void *client_main(void *u) {

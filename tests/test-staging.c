@@ -29,6 +29,7 @@
 #include "decide/pipeline.h" // defines: jev_decide_run
 #include "model/engine.h"    // defines: jev_engine_init_on
 #include "tiny-model.h"      // defines: tiny_model_open
+#include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
 
 /* ---- the staged table: CPU compute, device-style memory ---- */
 

@@ -178,7 +178,7 @@ static void test_rope_tables(void **state) {
     float inv[32];
     jev_rope_inv_freq(1e7, 64, inv);
     assert_true(inv[0] == 1.0f);
-    assert_float_equal(inv[1], 0.60430f, 1e-5);        /* spec section 5.1 */
+    assert_float_equal(inv[1], 0.60430f, 1e-5); /* spec section 5.1 */
     assert_float_equal(inv[31] / 1.6548e-7f, 1.0f, 1e-4);
     for (int i = 0; i < 32; i++) /* each within an ulp of the exact value */
         assert_float_equal(inv[i] / (float)pow(1e7, -2.0 * i / 64.0), 1.0f, 2e-7);

@@ -20,10 +20,10 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-#include "base/half.h"     // defines: jev_f32_to_bf16
-#include "base/sha256.h"   // defines: jev_sha256_file
-#include "model/synth.h"   // defines: jev_synth_write
-#include "model/weights.h" // defines: jev_matrix_get
+#include "base/half.h"          // defines: jev_f32_to_bf16
+#include "base/sha256.h"        // defines: jev_sha256_file
+#include "common/synth/synth.h" // defines: jev_synth_write
+#include "model/weights.h"      // defines: jev_matrix_get
 
 /*
  * Golden sha256 of model.safetensors of
@@ -143,8 +143,16 @@ static void test_quantize_hand_cases(void **state) {
     assert_int_equal(codes[1], 0xfedcba98u);
     assert_int_equal(sc[0], 0x3e80); /* bf16 0.25 */
     assert_int_equal(bi[0], 0xbf80); /* bf16 -1 */
-    struct jev_matrix m = {.type = JEV_MTYPE_QAFFINE, .rows = 1, .cols = 128, .data = codes, .scales = sc,
-                           .biases = bi, .stype = JEV_STYPE_BF16, .bits = 4, .group = 64, .name = "t"};
+    struct jev_matrix m = {.type = JEV_MTYPE_QAFFINE,
+                           .rows = 1,
+                           .cols = 128,
+                           .data = codes,
+                           .scales = sc,
+                           .biases = bi,
+                           .stype = JEV_STYPE_BF16,
+                           .bits = 4,
+                           .group = 64,
+                           .name = "t"};
     for (int k = 0; k < 128; k++)
         assert_true(jev_matrix_get(&m, 0, k) == w[k]);
 
@@ -193,7 +201,8 @@ static void assert_files_equal(const char *a, const char *b, const char *name) {
 
 static void test_same_seed_identical(void **state) {
     (void)state;
-    static const char *files[] = {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json",
+    static const char *files[] = {"model.safetensors",        "config.json",
+                                  "tokenizer.json",           "tokenizer_config.json",
                                   "preprocessor_config.json", "chat_template.jinja"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         assert_files_equal(d_hf1, d_hf2, files[i]);
@@ -242,23 +251,20 @@ static void test_cli(void **state) {
         bin = "build/jev";
     char out[8192], dir[600];
     snprintf(dir, sizeof dir, "%s/cli", root);
-    assert_int_equal(run(out, sizeof out, "%s synth --config configs/tiny.json --seed 1 --layout mlx4 --out %s 2>&1",
-                         bin, dir),
-                     0);
+    assert_int_equal(
+        run(out, sizeof out, "%s synth --config configs/tiny.json --seed 1 --layout mlx4 --out %s 2>&1", bin, dir), 0);
     assert_non_null(strstr(out, "sha256 model.safetensors " GOLDEN_TINY_MLX4));
     assert_non_null(strstr(out, "layout mlx4, seed 1"));
     /* an existing directory is not replaced without --force */
     assert_int_equal(run(out, sizeof out, "%s synth --config configs/tiny.json --out %s 2>&1", bin, dir), 1);
     assert_non_null(strstr(out, "exists (pass --force to replace it)"));
-    assert_int_equal(run(out, sizeof out, "%s synth --config configs/tiny.json --out %s --force --shard-mb 1 2>&1",
-                         bin, dir),
-                     0);
+    assert_int_equal(
+        run(out, sizeof out, "%s synth --config configs/tiny.json --out %s --force --shard-mb 1 2>&1", bin, dir), 0);
     assert_non_null(strstr(out, "model-00001-of-0000"));
     assert_int_equal(run(out, sizeof out, "%s synth --config configs/tiny.json --layout gguf --out %s 2>&1", bin, dir),
                      2);
-    assert_int_equal(run(out, sizeof out, "%s synth --config configs/tiny.json --out %s --force --bits 7 2>&1", bin,
-                         dir),
-                     1);
+    assert_int_equal(
+        run(out, sizeof out, "%s synth --config configs/tiny.json --out %s --force --bits 7 2>&1", bin, dir), 1);
     assert_non_null(strstr(out, "--bits 7 is not one of 2, 3, 4, 5, 6, 8"));
     /* jev info reads it back */
     assert_int_equal(run(out, sizeof out, "%s info %s 2>&1", bin, dir), 0);
@@ -304,10 +310,14 @@ static void test_failure_leaves_nothing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_log_matches_libm),    cmocka_unit_test(test_normal_moments),
-        cmocka_unit_test(test_quantize_hand_cases), cmocka_unit_test(test_same_seed_identical),
-        cmocka_unit_test(test_different_seed_differs), cmocka_unit_test(test_golden_sha256),
-        cmocka_unit_test(test_cli),                 cmocka_unit_test(test_failure_leaves_nothing),
+        cmocka_unit_test(test_log_matches_libm),
+        cmocka_unit_test(test_normal_moments),
+        cmocka_unit_test(test_quantize_hand_cases),
+        cmocka_unit_test(test_same_seed_identical),
+        cmocka_unit_test(test_different_seed_differs),
+        cmocka_unit_test(test_golden_sha256),
+        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_failure_leaves_nothing),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

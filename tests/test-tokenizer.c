@@ -274,8 +274,7 @@ static void test_special_vs_plain(void **state) {
     assert_string_equal(out, s);
     free(out);
     /* skip_special drops it */
-    assert_int_equal(jev_tokenizer_decode(standin, a.ids, a.n, JEV_DECODE_SKIP_SPECIAL, &out, &out_len, &err),
-                     JEV_OK);
+    assert_int_equal(jev_tokenizer_decode(standin, a.ids, a.n, JEV_DECODE_SKIP_SPECIAL, &out, &out_len, &err), JEV_OK);
     assert_int_equal(out_len, 0);
     free(out);
     jev_tokens_free(&a);
@@ -331,9 +330,9 @@ static void test_decode_errors_and_lookups(void **state) {
 /* ---- threads ---- */
 
 struct thread_job {
-    const char *texts[6];       /* inputs */
-    struct jev_tokens want[6];  /* single-thread results */
-    int mismatches;             /* written atomically */
+    const char *texts[6];      /* inputs */
+    struct jev_tokens want[6]; /* single-thread results */
+    int mismatches;            /* written atomically */
 };
 
 static void thread_task(void *arg, int64_t i, int thread) {
@@ -350,13 +349,16 @@ static void thread_task(void *arg, int64_t i, int thread) {
 
 static void test_threads_share_one_tokenizer(void **state) {
     (void)state;
-    struct thread_job job = {.texts = {"The quick brown fox <|im_end|> jumps.", "自然语言处理<|im_start|>", "  \n\n\t x",
-                                       "e\xcc\x81" "cole q\xcc\x83", "1234567890 \xff\xfe", "<think>\n\n</think>\n\n"}};
+    struct thread_job job = {.texts = {"The quick brown fox <|im_end|> jumps.", "自然语言处理<|im_start|>",
+                                       "  \n\n\t x",
+                                       "e\xcc\x81"
+                                       "cole q\xcc\x83",
+                                       "1234567890 \xff\xfe", "<think>\n\n</think>\n\n"}};
     struct jev_error err = {0};
     for (int k = 0; k < 6; k++)
-        assert_int_equal(jev_tokenizer_encode(standin, job.texts[k], strlen(job.texts[k]), (unsigned)(k % 2),
-                                              &job.want[k], &err),
-                         JEV_OK);
+        assert_int_equal(
+            jev_tokenizer_encode(standin, job.texts[k], strlen(job.texts[k]), (unsigned)(k % 2), &job.want[k], &err),
+            JEV_OK);
     struct jev_pool *pool;
     assert_int_equal(jev_pool_init(&pool, 4, &err), JEV_OK);
     jev_pool_run(pool, getenv("JEV_TEST_QUICK") ? 120 : 1200, thread_task, &job);
@@ -375,7 +377,8 @@ static const char tiny[] =
     "\"added_tokens\":[{\"id\":5,\"content\":\"<s>\",\"special\":true,\"normalized\":false,"
     "\"lstrip\":false,\"rstrip\":false,\"single_word\":false}],"
     "\"normalizer\":{\"type\":\"NFC\"},"
-    "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"},"
+    "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":\"\\\\s+\"}"
+    ","
     "\"behavior\":\"Isolated\",\"invert\":false}]},"
     "\"post_processor\":null,\"decoder\":null,"
     "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"fuse_unk\":false,\"byte_fallback\":false,"
@@ -478,7 +481,7 @@ static void test_cli_json(void **state) {
     const char *bin = getenv("JEV_JEV_BIN");
     if (bin == NULL || !*bin)
         bin = "build/jev";
-    const char *text = "Hi <|im_start|> \u00e9t\u00e9";  /* shell-safe; JSON escapes stay literal text */
+    const char *text = "Hi <|im_start|> \u00e9t\u00e9"; /* shell-safe; JSON escapes stay literal text */
     char cmd[512];
     snprintf(cmd, sizeof cmd, "%s tokenize --tokenizer %s --json '%s'", bin, STANDIN, text);
     FILE *f = popen(cmd, "r");

@@ -149,8 +149,7 @@ static void test_errors(void **state) {
     const int32_t lsame[] = {2, 1, 2};
     const char *const nsame[] = {"New York", "Paris", "New  York"};
     assert_int_equal(jev_trie_build(&t, same, lsame, 3, nsame, &err), JEV_ERR_INVALID_ARG);
-    assert_string_equal(err.msg,
-                        "trie: candidates 0 (\"New York\") and 2 (\"New  York\") are the same token sequence");
+    assert_string_equal(err.msg, "trie: candidates 0 (\"New York\") and 2 (\"New  York\") are the same token sequence");
     assert_null(t.nodes);
     jev_error_clear(&err);
     const int32_t lempty[] = {2, 0, 2};

@@ -59,7 +59,8 @@ static json_t *golden(const char *name) {
     json_t *j = json_load_file(path, 0, &e);
     if (!j)
         fail_msg("%s: %s (the goldens come from scripts/reference/vision_goldens.py, run by the lead with "
-                 "transformers; see that script's header)", path, e.text);
+                 "transformers; see that script's header)",
+                 path, e.text);
     return j;
 }
 
@@ -166,8 +167,8 @@ static void check_preprocess(json_t *want, const char *src, int bound) {
         differ += d != 0;
         maxd = d > maxd ? d : maxd;
     }
-    print_message("%s -> %dx%d: %zu of %zu resized samples differ from torch's (max %d)\n", src, ref.width,
-                  ref.height, differ, n, maxd);
+    print_message("%s -> %dx%d: %zu of %zu resized samples differ from torch's (max %d)\n", src, ref.width, ref.height,
+                  differ, n, maxd);
     assert_true(maxd <= 1);
     assert_true(differ * 1000 <= n);
     /* pixel_values: strided samples (one uint8 step = 2/255 after normalisation where the images differ) and
@@ -269,7 +270,8 @@ static void check_tower(const char *layout) {
     assert_int_equal(jev_model_weights_sha256(m, hex, &err), JEV_OK);
     const char *want_sha = json_string_value(need(need(g, "weights_sha256"), "model.safetensors"));
     if (strcmp(hex, want_sha) != 0)
-        fail_msg("%s: this machine's `jev synth` wrote weights %s, the goldens were made from %s", layout, hex, want_sha);
+        fail_msg("%s: this machine's `jev synth` wrote weights %s, the goldens were made from %s", layout, hex,
+                 want_sha);
     const struct jev_vision_config *c = &m->config.vision;
 
     /* torch's inv_freq, bit for bit */
@@ -459,9 +461,7 @@ static void check_mm_logits(const char *layout) {
         int32_t out[16], n_out = 0;
         const char *key;
         json_t *val;
-        json_object_foreach(want, key, val) {
-            out[n_out++] = atoi(key);
-        }
+        json_object_foreach(want, key, val) { out[n_out++] = atoi(key); }
         for (int32_t a = 1; a < n_out; a++) /* strictly increasing rows */
             for (int32_t b = a; b > 0 && out[b - 1] > out[b]; b--) {
                 int32_t t = out[b];
@@ -471,8 +471,16 @@ static void check_mm_logits(const char *layout) {
         float *logits = malloc((size_t)n_out * (size_t)V * sizeof(float));
         struct jev_seq *seq;
         assert_int_equal(jev_seq_new(&e->state, &seq, &err), JEV_OK);
-        struct jev_lm_batch b = {.n_tokens = T, .ids = tok, .pos = pos, .embd_rows = rows, .n_runs = 1,
-                                 .seqs = &seq, .seq_len = &T, .n_out = n_out, .out_idx = out, .logits = logits};
+        struct jev_lm_batch b = {.n_tokens = T,
+                                 .ids = tok,
+                                 .pos = pos,
+                                 .embd_rows = rows,
+                                 .n_runs = 1,
+                                 .seqs = &seq,
+                                 .seq_len = &T,
+                                 .n_out = n_out,
+                                 .out_idx = out,
+                                 .logits = logits};
         if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
             fail_msg("%s %s: %s", layout, cname, err.msg);
         double worst = 0;

@@ -40,7 +40,7 @@ static void test_smart_resize_table(void **state) {
     const int in[7][2] = {{1024, 768}, {1000, 1000}, {1920, 1080}, {4032, 3024}, {2000, 500}, {640, 480}, {224, 224}};
     const int def[7][3] = {{1024, 768, 768}, {992, 992, 961}, {1920, 1088, 2040}, {4032, 3008, 11844},
                            {1984, 512, 992}, {640, 480, 300}, {256, 256, 64}};
-    const int cap[7][3] = {{864, 640, 540}, {768, 768, 576}, {1024, 576, 576}, {864, 640, 540},
+    const int cap[7][3] = {{864, 640, 540},  {768, 768, 576}, {1024, 576, 576}, {864, 640, 540},
                            {1536, 384, 576}, {640, 480, 300}, {256, 256, 64}};
     struct jev_preprocess_config c = jev_preprocess_config_qwen35();
     struct jev_error err = {0};
@@ -112,8 +112,8 @@ static uint8_t *pattern(int w, int h, unsigned seed) {
 
 static void test_resize_constant_and_identity(void **state) {
     (void)state;
-    const int sizes[][4] = {{37, 23, 96, 64}, {300, 200, 32, 32}, {50, 41, 50, 17}, {17, 50, 91, 50},
-                            {1546, 1213, 768, 608}, {5, 3, 640, 480}};
+    const int sizes[][4] = {{37, 23, 96, 64}, {300, 200, 32, 32},     {50, 41, 50, 17},
+                            {17, 50, 91, 50}, {1546, 1213, 768, 608}, {5, 3, 640, 480}};
     struct jev_error err = {0};
     for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
         int w = sizes[k][0], h = sizes[k][1], W = sizes[k][2], H = sizes[k][3];
@@ -194,8 +194,8 @@ static void ref_resize(const uint8_t *s, int w, int h, uint8_t *d, int W, int H)
 
 static void test_resize_vs_double_reference(void **state) {
     (void)state;
-    const int sizes[][4] = {{257, 181, 320, 224}, {1546, 1213, 768, 608}, {100, 77, 32, 64},
-                            {64, 64, 64, 96}, {333, 65, 96, 65}};
+    const int sizes[][4] = {
+        {257, 181, 320, 224}, {1546, 1213, 768, 608}, {100, 77, 32, 64}, {64, 64, 64, 96}, {333, 65, 96, 65}};
     struct jev_pool *pool = NULL;
     struct jev_error err = {0};
     assert_int_equal(jev_pool_init(&pool, 2, &err), JEV_OK);
@@ -308,18 +308,19 @@ static void test_config_parse(void **state) {
     assert_true(c.std[0] == 0.26862954); /* absent: the class default (OpenAI CLIP) */
     const char *bad[][2] = {
         {"{\"patch_size\": \"16\"}", "p.json: field 'patch_size' must be an integer in 1..1024"},
-        {"{\"size\": {\"longest_edge\": -4}}", "p.json: field 'size.longest_edge' must be an integer in 1..1099511627776"},
+        {"{\"size\": {\"longest_edge\": -4}}",
+         "p.json: field 'size.longest_edge' must be an integer in 1..1099511627776"},
         {"{\"image_std\": [0.5, 0, 0.5]}", "p.json: field 'image_std' must hold finite positive numbers"},
         {"{\"image_mean\": [0.5, 0.5]}", "p.json: field 'image_mean' must be a number or an array of 3 numbers"},
         {"{\"do_resize\": 1}", "p.json: field 'do_resize' must be true or false"},
         {"[1, 2]", "p.json: the top level must be a JSON object"},
-        {"{\"size\": {\"shortest_edge\": 500, \"longest_edge\": 400}}", "p.json: min pixels 500 exceeds max pixels 400"},
+        {"{\"size\": {\"shortest_edge\": 500, \"longest_edge\": 400}}",
+         "p.json: min pixels 500 exceeds max pixels 400"},
         {"{\"patch_size\": 16,}", "p.json: invalid JSON at line 1: string or '}' expected near '}'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         jev_error_clear(&err);
-        assert_int_equal(jev_preprocess_config_parse(bad[i][0], strlen(bad[i][0]), "p.json", &c, &err),
-                         JEV_ERR_FORMAT);
+        assert_int_equal(jev_preprocess_config_parse(bad[i][0], strlen(bad[i][0]), "p.json", &c, &err), JEV_ERR_FORMAT);
         assert_string_equal(err.msg, bad[i][1]);
     }
     jev_error_clear(&err);
@@ -332,7 +333,8 @@ static void test_config_parse(void **state) {
 
 static void test_mrope_spec_example(void **state) {
     (void)state;
-    /* <|im_start|>user\n<|vision_start|> = 4 text tokens, a 20x27 merged grid (40x54 patches), <|vision_end|>, 5 more */
+    /* <|im_start|>user\n<|vision_start|> = 4 text tokens, a 20x27 merged grid (40x54 patches), <|vision_end|>, 5 more
+     */
     enum { PAD = 99, NT = 4 + 540 + 1 + 5 };
     int32_t ids[NT], pos[3 * NT], delta = 0;
     for (int i = 0; i < NT; i++)
@@ -342,17 +344,17 @@ static void test_mrope_spec_example(void **state) {
     assert_int_equal(jev_mrope_positions(ids, NT, PAD, &img, 1, 2, pos, &delta, &err), JEV_OK);
     for (int i = 0; i < 4; i++)
         assert_true(pos[i] == i && pos[NT + i] == i && pos[2 * NT + i] == i);
-    assert_int_equal(pos[4], 4);          /* first image token: t = h = w = 4 */
+    assert_int_equal(pos[4], 4); /* first image token: t = h = w = 4 */
     assert_int_equal(pos[NT + 4], 4);
     assert_int_equal(pos[2 * NT + 4], 4);
-    assert_int_equal(pos[543], 4);         /* last image token (r 19, c 26): t 4, h 23, w 30 */
+    assert_int_equal(pos[543], 4); /* last image token (r 19, c 26): t 4, h 23, w 30 */
     assert_int_equal(pos[NT + 543], 23);
     assert_int_equal(pos[2 * NT + 543], 30);
     assert_int_equal(pos[NT + 4 + 27], 5); /* second row starts at h = 5, w = 4 */
     assert_int_equal(pos[2 * NT + 4 + 27], 4);
-    assert_int_equal(pos[544], 31);        /* <|vision_end|> at cur = 4 + 27 */
+    assert_int_equal(pos[544], 31); /* <|vision_end|> at cur = 4 + 27 */
     assert_int_equal(pos[NT - 1], 36);
-    assert_int_equal(delta, 36 + 1 - NT);  /* max position + 1 - T */
+    assert_int_equal(delta, 36 + 1 - NT); /* max position + 1 - T */
     int32_t dec[3];
     jev_mrope_text_positions(NT, 1, delta, dec); /* the next decoded token */
     assert_true(dec[0] == 37 && dec[1] == 37 && dec[2] == 37);

@@ -41,8 +41,8 @@ static void test_attention_fast_vs_reference(void **state) {
     assert_int_equal(jev_pool_init(&pool, 2, &err), JEV_OK);
     struct jev_backend *be = jev_cpu_backend_new(pool);
     /* register-tile sizes, then the sgemm form (>= 256 rows), with several key chunks in the last one */
-    const int cases[][3] = {{4, 2, 32}, {37, 2, 16}, {130, 3, 64}, {129, 1, 24}, {1, 2, 32},
-                            {300, 2, 64}, {611, 1, 32}, {4500, 1, 16}};
+    const int cases[][3] = {{4, 2, 32}, {37, 2, 16},  {130, 3, 64}, {129, 1, 24},
+                            {1, 2, 32}, {300, 2, 64}, {611, 1, 32}, {4500, 1, 16}};
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int n = cases[k][0], H = cases[k][1], hd = cases[k][2];
         size_t len = (size_t)n * 3 * (size_t)H * (size_t)hd;
@@ -63,8 +63,8 @@ static void test_attention_fast_vs_reference(void **state) {
                 den += (double)a[i] * (double)a[i];
             }
             if (!(num / den <= 1e-10))
-                fail_msg("vision_attention%s n=%d heads=%d hd=%d: NMSE %g", scalar ? " (scalar kernels)" : "", n, H,
-                         hd, num / den);
+                fail_msg("vision_attention%s n=%d heads=%d hd=%d: NMSE %g", scalar ? " (scalar kernels)" : "", n, H, hd,
+                         num / den);
         }
         free(qkv);
         free(a);

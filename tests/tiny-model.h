@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "jev.h"         // defines: jev_model_load, jev_engine_init, jev_decider_open
-#include "model/synth.h" // defines: jev_synth_write
+#include "common/synth/synth.h" // defines: jev_synth_write
 
 /* $JEV_TEST_DIR/SUB/LEAF into out, with SUB created: a folder of the test's own. LEAF itself
  * is left to synth, which creates it next to its temporary folder. */

@@ -1,6 +1,6 @@
 /*
  * cmd-bench.c - `jev bench`: the benchmark of the three decision paths
- * (spec/benchmark.md) through src/bench/runner.h, then a medians table read
+ * (spec/benchmark.md) through common/bench/runner.h, then a medians table read
  * back from the record it wrote.
  *
  * The model: --model DIR; by default .models/Qwen3.5-0.8B-4bit when it is
@@ -18,33 +18,32 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "bench/runner.h" // defines: jev_bench_run
-#include "cli-args.h" // defines: cli_parse_long
-#include "commands.h"     // defines: cmd_bench
-#include "model/synth.h"  // defines: jev_synth_write
+#include "common/bench/runner.h" // defines: jev_bench_run
+#include "common/cli-args.h"     // defines: cli_parse_long
+#include "commands.h"            // defines: cmd_bench
+#include "common/synth/synth.h"  // defines: jev_synth_write
 
 #define REAL_DIR ".models/Qwen3.5-0.8B-4bit"
 #define SYNTH_DIR ".models/synth-0.8b-mlx4"
 #define SYNTH_CONFIG "configs/qwen3.5-0.8b.json"
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
-            "                 [--threads N] [--backend cpu|cuda] [--workload F] [--dump-inputs DIR]\n\n"
-            "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
-            "                     full-size model generated into " SYNTH_DIR ")\n"
-            "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
-            "  --repeats N        measured samples per count and path (default 3)\n"
-            "  --batch N|all      shared-path suffixes per forward (default 4)\n"
-            "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
-            "  --threads N        worker threads (default: all cores)\n"
-            "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-            "  --workload F       the workload (default bench/dog-workload.json)\n"
-            "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
-            "  --synthetic yes|no say whether --model has seeded random weights (recorded)\n"
-            "  --model-id S       the model's name in the record\n"
-            "  --git-commit SHA   the commit to record (default: read from .git here; for copies without it)\n"
-            "Quick check: jev bench --counts 1 4 --repeats 1 --output artifacts/quick.json\n");
+    fprintf(f, "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
+               "                 [--threads N] [--backend cpu|cuda] [--workload F] [--dump-inputs DIR]\n\n"
+               "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
+               "                     full-size model generated into " SYNTH_DIR ")\n"
+               "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
+               "  --repeats N        measured samples per count and path (default 3)\n"
+               "  --batch N|all      shared-path suffixes per forward (default 4)\n"
+               "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
+               "  --threads N        worker threads (default: all cores)\n"
+               "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  --workload F       the workload (default bench/dog-workload.json)\n"
+               "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
+               "  --synthetic yes|no say whether --model has seeded random weights (recorded)\n"
+               "  --model-id S       the model's name in the record\n"
+               "  --git-commit SHA   the commit to record (default: read from .git here; for copies without it)\n"
+               "Quick check: jev bench --counts 1 4 --repeats 1 --output artifacts/quick.json\n");
 }
 
 static bool exists(const char *path) {
@@ -88,8 +87,8 @@ static void summary(const char *path) {
         fprintf(stderr, "jev bench: reading back %s: %s\n", path, err.msg);
         return;
     }
-    printf("%9s  %-13s %10s %10s %10s %10s %5s %5s %9s %8s %6s\n", "decisions", "path", "total ms", "vision",
-           "prefill", "scoring", "LM", "vis", "peak MiB", "req/s", "valid");
+    printf("%9s  %-13s %10s %10s %10s %10s %5s %5s %9s %8s %6s\n", "decisions", "path", "total ms", "vision", "prefill",
+           "scoring", "LM", "vis", "peak MiB", "req/s", "valid");
     size_t i;
     json_t *run;
     json_array_foreach(json_object_get(rec, "runs"), i, run) {
@@ -100,9 +99,8 @@ static void summary(const char *path) {
         printf("%9lld  %-13s %10.1f %10.1f %10.1f %10.1f %5.0f %5.0f %9.1f %8.2f %3zu/%zu\n",
                (long long)json_integer_value(json_object_get(run, "decisions")),
                json_string_value(json_object_get(run, "path")), median(s, "total_ms"), median(s, "vision_ms"),
-               median(s, "prefill_ms"), median(s, "scoring_ms"), median(s, "lm_forwards"),
-               median(s, "vision_forwards"), median(s, "peak_bytes") / 1048576.0,
-               median(s, "requested_decisions_per_s"), valid, json_array_size(s));
+               median(s, "prefill_ms"), median(s, "scoring_ms"), median(s, "lm_forwards"), median(s, "vision_forwards"),
+               median(s, "peak_bytes") / 1048576.0, median(s, "requested_decisions_per_s"), valid, json_array_size(s));
     }
     json_t *a;
     json_array_foreach(json_object_get(rec, "agreement"), i, a) {

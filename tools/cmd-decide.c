@@ -18,29 +18,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli-args.h" // defines: cli_parse_long
+#include "common/cli-args.h" // defines: cli_parse_long
 #include "commands.h"        // defines: cmd_decide
 #include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
+#include "wire/response.h"   // defines: jev_response_*
+#include "wire/route.h"      // defines: jev_decide_body
+#include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
 
 static void usage(FILE *f) {
-    fprintf(f,
-            "usage: jev decide --model DIR (--request R.json | --workload F --decisions N) [options]\n\n"
-            "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
-            "  --request FILE       a System One request body (POST /v1/systemone)\n"
-            "  --openai             the request is the OpenAI shape (POST /v1/decisions)\n"
-            "  --workload FILE      the benchmark workload (bench/dog-workload.json) ...\n"
-            "  --decisions N        ... with N decisions (decision i asks question i mod 8, id q%%02d)\n"
-            "  --image FILE         attach an image (JPEG or PNG) to a request without one\n"
-            "  --path P             shared (default), independent or generate\n"
-            "  --scoring S          label (default: stable one-token labels) or text (complete option texts)\n"
-            "  --norm N             text scoring: sum (default) or mean of the token log-probabilities\n"
-            "  --batch N|all        shared path: suffixes per forward (default 4)\n"
-            "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
-            "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
-            "  --threads N          worker threads (default: all cores)\n"
-            "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-            "  --json               print the response body instead of the table\n"
-            "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
+    fprintf(f, "usage: jev decide --model DIR (--request R.json | --workload F --decisions N) [options]\n\n"
+               "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
+               "  --request FILE       a System One request body (POST /v1/systemone)\n"
+               "  --openai             the request is the OpenAI shape (POST /v1/decisions)\n"
+               "  --workload FILE      the benchmark workload (bench/dog-workload.json) ...\n"
+               "  --decisions N        ... with N decisions (decision i asks question i mod 8, id q%%02d)\n"
+               "  --image FILE         attach an image (JPEG or PNG) to a request without one\n"
+               "  --path P             shared (default), independent or generate\n"
+               "  --scoring S          label (default: stable one-token labels) or text (complete option texts)\n"
+               "  --norm N             text scoring: sum (default) or mean of the token log-probabilities\n"
+               "  --batch N|all        shared path: suffixes per forward (default 4)\n"
+               "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
+               "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
+               "  --threads N          worker threads (default: all cores)\n"
+               "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  --json               print the response body instead of the table\n"
+               "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
 }
 
 static char *read_file(const char *path, size_t *len) {

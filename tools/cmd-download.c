@@ -1,7 +1,7 @@
 /*
  * cmd-download.c - `jev download REPO [--revision main] [--dir .models/NAME]
  * [--endpoint URL] [--token T]`: fetches the files a model directory needs
- * from a Hugging Face hub (src/io/download.c does the work) and draws a
+ * from a Hugging Face hub (common/download/download.c does the work) and draws a
  * progress bar on stderr when stderr is a terminal.
  * Exit status: 0 done, 1 failure (the message names the file or URL), 2 usage.
  * The default directory is .models/NAME, NAME being the part of REPO after '/'.
@@ -11,17 +11,17 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/error.h"   // defines: struct jev_error
-#include "base/timing.h"  // defines: jev_now_ms
-#include "commands.h"     // defines: cmd_download
-#include "io/download.h"  // defines: jev_download_run
+#include "base/error.h"               // defines: struct jev_error
+#include "base/timing.h"              // defines: jev_now_ms
+#include "commands.h"                 // defines: cmd_download
+#include "common/download/download.h" // defines: jev_download_run
 
 /* ---- progress bar ---- */
 
 struct bar {
-    double last_ms;        /* when the bar was last drawn */
-    char file[256];        /* the file it was drawn for */
-    bool drawn_full;       /* 100% was drawn for this file already */
+    double last_ms;  /* when the bar was last drawn */
+    char file[256];  /* the file it was drawn for */
+    bool drawn_full; /* 100% was drawn for this file already */
 };
 
 static void draw(void *ctx, const char *file, int64_t done, int64_t total, int64_t resumed_from, double secs) {
@@ -45,8 +45,8 @@ static void draw(void *ctx, const char *file, int64_t done, int64_t total, int64
         for (int i = 0; i < 30; i++)
             fill[i] = i < w ? '#' : '.';
         fill[30] = '\0';
-        fprintf(stderr, "\r%-32.32s [%s] %3d%% %9.1f / %.1f MB %7.1f MB/s", file, fill, pct, mb,
-                (double)total / 1e6, rate);
+        fprintf(stderr, "\r%-32.32s [%s] %3d%% %9.1f / %.1f MB %7.1f MB/s", file, fill, pct, mb, (double)total / 1e6,
+                rate);
     } else {
         fprintf(stderr, "\r%-32.32s %9.1f MB %7.1f MB/s", file, mb, rate);
     }

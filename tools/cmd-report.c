@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/report.h" // defines: jev_report_markdown, jev_report_svg
-#include "bench/schema.h" // defines: jev_bench_load_file, jev_bench_file_write
-#include "commands.h"     // defines: cmd_report
+#include "common/bench/report.h" // defines: jev_report_markdown, jev_report_svg
+#include "common/bench/schema.h" // defines: jev_bench_load_file, jev_bench_file_write
+#include "commands.h"            // defines: cmd_report
 
 /* The --help text. */
 static void usage(FILE *f) {
@@ -52,9 +52,9 @@ int cmd_report(int argc, char **argv) {
             return 0;
         }
         const char **opt = !strcmp(a, "--output") || !strcmp(a, "-o") ? &output
-                           : !strcmp(a, "--svg")                        ? &svg
-                           : !strcmp(a, "--reference")                  ? &reference
-                                                                        : NULL;
+                           : !strcmp(a, "--svg")                      ? &svg
+                           : !strcmp(a, "--reference")                ? &reference
+                                                                      : NULL;
         if (opt) {
             if (i + 1 >= argc) {
                 fprintf(stderr, "jev report: %s needs a file name\n", a);

@@ -14,31 +14,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/sha256.h"   // defines: jev_sha256_hex
-#include "bench/peak.h"    // defines: jev_peak_f32
-#include "base/timing.h"   // defines: jev_now_ms
-#include "cli-args.h" // defines: cli_parse_long
-#include "commands.h"      // defines: cmd_run
-#include "model/engine.h"  // defines: struct jev_engine
-#include "model/lm.h"      // defines: jev_lm_forward
+#include "base/sha256.h"       // defines: jev_sha256_hex
+#include "common/bench/peak.h" // defines: jev_peak_f32
+#include "base/timing.h"       // defines: jev_now_ms
+#include "common/cli-args.h"   // defines: cli_parse_long
+#include "commands.h"          // defines: cmd_run
+#include "model/engine.h"      // defines: struct jev_engine
+#include "model/lm.h"          // defines: jev_lm_forward
 
 #define RUN_MAX_IDS 262144
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
-               "               [--threads N] [--top K] [--seed S] [--peak] [--forks N [--suffix L]]\n\n"
-               "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
-               "  --ids LIST           prompt token ids, comma separated\n"
-               "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
-               "  --seed S             seed of the random prompt (default 1)\n"
-               "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
-               "  --decode N           greedy decode steps after the prefill (default 8)\n"
-               "  --threads N          worker threads (default: all cores)\n"
-    "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-               "  --top K              next tokens to print after the prefill (default 5)\n"
-               "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
-               "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
-               "                       batch of N suffixes of --suffix tokens (default 16), logits at each last token\n");
+    fprintf(f,
+            "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
+            "               [--threads N] [--top K] [--seed S] [--peak] [--forks N [--suffix L]]\n\n"
+            "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
+            "  --ids LIST           prompt token ids, comma separated\n"
+            "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
+            "  --seed S             seed of the random prompt (default 1)\n"
+            "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
+            "  --decode N           greedy decode steps after the prefill (default 8)\n"
+            "  --threads N          worker threads (default: all cores)\n"
+            "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+            "  --top K              next tokens to print after the prefill (default 5)\n"
+            "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
+            "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
+            "                       batch of N suffixes of --suffix tokens (default 16), logits at each last token\n");
 }
 
 static int parse_ids(const char *s, int32_t *ids, int32_t *n) {
@@ -84,12 +85,19 @@ static void top_k(const float *x, int32_t n, int32_t k, int32_t *top) {
 }
 
 /* One forward of n tokens of seq; the logits of its last token into logits (or none). */
-static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const int32_t *ids, int32_t n,
-                               int32_t *pos, float *logits) {
+static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const int32_t *ids, int32_t n, int32_t *pos,
+                               float *logits) {
     jev_lm_text_positions(seq, n, pos);
     int32_t last = n - 1;
-    struct jev_lm_batch b = {.n_tokens = n, .ids = ids, .pos = pos, .n_runs = 1, .seqs = &seq, .seq_len = &n,
-                             .n_out = logits ? 1 : 0, .out_idx = &last, .logits = logits};
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = 1,
+                             .seqs = &seq,
+                             .seq_len = &n,
+                             .n_out = logits ? 1 : 0,
+                             .out_idx = &last,
+                             .logits = logits};
     struct jev_error err = {0};
     if (jev_lm_forward(&e->lm, &b, &err) != JEV_OK)
         return jev_engine_set_error(e, &err);
@@ -155,8 +163,7 @@ int cmd_run(int argc, char **argv) {
         return 1;
     int32_t n = 0;
     if (ids_arg && parse_ids(ids_arg, ids, &n) != 0) {
-        fprintf(stderr, "jev run: --ids wants non-negative integers separated by commas (at most %d)\n",
-                RUN_MAX_IDS);
+        fprintf(stderr, "jev run: --ids wants non-negative integers separated by commas (at most %d)\n", RUN_MAX_IDS);
         free(ids);
         return 2;
     }
@@ -283,8 +290,14 @@ int cmd_run(int argc, char **argv) {
             rows[k] = (int32_t)((k + 1) * suffix - 1);
             jev_lm_text_positions(kids[k], (int32_t)suffix, spos + k * suffix * 3);
         }
-        struct jev_lm_batch fb = {.n_tokens = n_sfx, .ids = sfx, .pos = spos, .n_runs = (int32_t)n_forks,
-                                  .seqs = kids, .seq_len = lens, .n_out = (int32_t)n_forks, .out_idx = rows,
+        struct jev_lm_batch fb = {.n_tokens = n_sfx,
+                                  .ids = sfx,
+                                  .pos = spos,
+                                  .n_runs = (int32_t)n_forks,
+                                  .seqs = kids,
+                                  .seq_len = lens,
+                                  .n_out = (int32_t)n_forks,
+                                  .out_idx = rows,
                                   .logits = sl};
         double ts = jev_now_ms();
         if (ok && jev_lm_forward(&e->lm, &fb, &err) != JEV_OK)
@@ -335,8 +348,7 @@ int cmd_run(int argc, char **argv) {
     printf("jev run: prefill %d tok %.1f ms (%.1f tok/s) | decode %ld tok %.1f tok/s %.2f ms/tok | %.2f GB/s "
            "weights | logits %s\n",
            n, t_prefill, n / (t_prefill * 1e-3), n_decode, n_decode > 0 ? n_decode / (t_decode * 1e-3) : 0.0,
-           n_decode > 0 ? t_decode / (double)n_decode : 0.0, t_decode > 0 ? bytes / (t_decode * 1e-3) / 1e9 : 0.0,
-           hex);
+           n_decode > 0 ? t_decode / (double)n_decode : 0.0, t_decode > 0 ? bytes / (t_decode * 1e-3) / 1e9 : 0.0, hex);
     printf("forwards: %lld timed (+3 warm-up)\n", (long long)(e->lm.n_forwards - forwards0));
     rc = 0;
 done:

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "base/log.h"        // defines: jev_log_set_level
-#include "cli-args.h"        // defines: cli_parse_long
+#include "common/cli-args.h" // defines: cli_parse_long
 #include "commands.h"        // defines: cmd_serve
 #include "jev.h"             // defines: jev_model_load, jev_engine_init, jev_decider_open
 #include "server/server.h"   // defines: jev_server_start, jev_server_stop
@@ -173,8 +173,8 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *host = sp.host ? sp.host : "127.0.0.1";
     bool v6 = strchr(host, ':') != NULL;
-    printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, queue %d)\n", v6 ? "[" : "",
-           host, v6 ? "]" : "", jev_server_port(server), dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
+    printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, queue %d)\n", v6 ? "[" : "", host,
+           v6 ? "]" : "", jev_server_port(server), dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
            sp.http_threads, sp.max_queue);
     fflush(stdout);
     unsigned char sig = 0;

@@ -1,6 +1,6 @@
 /*
  * cmd-synth.c - `jev synth`: writes a synthetic model directory (the real
- * Qwen3.5 file layout, seeded random weights) with src/model/synth.c, then
+ * Qwen3.5 file layout, seeded random weights) with common/synth/synth.c, then
  * lists what it wrote with the sha256 of every safetensors file.
  */
 #include <dirent.h>
@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/error.h"   // defines: struct jev_error
-#include "base/sha256.h"  // defines: jev_sha256_file
-#include "commands.h"     // defines: cmd_synth
-#include "model/synth.h"  // defines: jev_synth_write
+#include "base/error.h"         // defines: struct jev_error
+#include "base/sha256.h"        // defines: jev_sha256_file
+#include "commands.h"           // defines: cmd_synth
+#include "common/synth/synth.h" // defines: jev_synth_write
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev synth --config CONFIG.json --out DIR [options]\n"
@@ -132,8 +132,8 @@ int cmd_synth(int argc, char **argv) {
         return 1;
     }
     printf("wrote %s: layout %s, seed %llu, %d tensors in %d file%s, %lld parameters, %.1f MiB of weights, %.1f s\n",
-           p.out_dir, p.layout == JEV_SYNTH_MLX4 ? "mlx4" : "hf", (unsigned long long)p.seed, r.n_tensors,
-           r.n_shards, r.n_shards > 1 ? "s" : "", (long long)r.n_params, (double)r.bytes / (1 << 20), r.seconds);
+           p.out_dir, p.layout == JEV_SYNTH_MLX4 ? "mlx4" : "hf", (unsigned long long)p.seed, r.n_tensors, r.n_shards,
+           r.n_shards > 1 ? "s" : "", (long long)r.n_params, (double)r.bytes / (1 << 20), r.seconds);
     list_dir(p.out_dir);
     printf("sha256 %s %s\n", r.n_shards > 1 ? "model.safetensors.index.json" : "model.safetensors", r.sha256);
     return 0;

@@ -95,12 +95,11 @@ static const char bench_en[] =
     "for (int i = 0; i < n; i++) { total += values[i] * weights[i]; }\n"
     "Visit https://example.org/docs?id=42&lang=en for details, or email support@example.org.\n";
 
-static const char bench_zh[] =
-    "自然语言处理是人工智能的一个重要分支，它研究如何让计算机理解和生成人类语言。"
-    "今天天气很好，我们去公园散步，看到很多人在跑步、下棋和放风筝。"
-    "模型在二零二五年发布后，研究人员测量了它在不同机器上的速度和内存占用。"
-    "分词器先把文本切成词、数字和标点，再按照合并规则组合字节对。"
-    "这本书讲述了一个关于友谊、勇气和成长的故事，深受读者喜爱。\n";
+static const char bench_zh[] = "自然语言处理是人工智能的一个重要分支，它研究如何让计算机理解和生成人类语言。"
+                               "今天天气很好，我们去公园散步，看到很多人在跑步、下棋和放风筝。"
+                               "模型在二零二五年发布后，研究人员测量了它在不同机器上的速度和内存占用。"
+                               "分词器先把文本切成词、数字和标点，再按照合并规则组合字节对。"
+                               "这本书讲述了一个关于友谊、勇气和成长的故事，深受读者喜爱。\n";
 
 /* A ~size-byte text of the sentences of base (split after '.', '。' or
  * newline), concatenated in a seeded random order. */
@@ -160,8 +159,8 @@ static void bench_chunk(void *arg, int64_t i, int thread) {
 }
 
 /* Encodes text once per repetition on 1 thread and on all cores; prints MB/s. */
-static int bench_encode(const struct jev_tokenizer *tok, const char *name, const char *text, size_t len,
-                        double seconds, struct jev_pool *pool) {
+static int bench_encode(const struct jev_tokenizer *tok, const char *name, const char *text, size_t len, double seconds,
+                        struct jev_pool *pool) {
     struct bench_job job = {.tok = tok, .text = text, .len = len, .n_chunks = 1};
     double best1 = 1e30, t_start = jev_now_ms();
     int reps = 0;
@@ -194,8 +193,8 @@ static int bench_encode(const struct jev_tokenizer *tok, const char *name, const
     double mb = (double)len / 1e6;
     printf("| encode %-7s | %8.2f MB | %9zu ids | %6.2f bytes/id | 1 thread %7.2f MB/s | %2d threads %7.2f MB/s "
            "(%6.2f MB/s per core) |\n",
-           name, mb, ids1, (double)len / (double)(ids1 ? ids1 : 1), mb / (best1 / 1e3), cores,
-           mb / (bestn / 1e3), mb / (bestn / 1e3) / cores);
+           name, mb, ids1, (double)len / (double)(ids1 ? ids1 : 1), mb / (best1 / 1e3), cores, mb / (bestn / 1e3),
+           mb / (bestn / 1e3) / cores);
     return 0;
 }
 

@@ -2,7 +2,7 @@
  * cmd-verify.c - `jev verify`: the engine's multi-token candidate scoring
  * (candidate trie, forked suffixes, full-vocabulary log-softmax at the
  * query positions) against plain full forwards of prompt + candidate, token
- * by token (src/decide/verify.h). Writes the record (default
+ * by token (common/verify.h). Writes the record (default
  * artifacts/scoring-verification.json) atomically and prints a summary;
  * exits 1 when the check fails.
  */
@@ -11,14 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/schema.h"  // defines: jev_bench_file_write
-#include "cli-args.h"      // defines: cli_parse_long
-#include "commands.h"      // defines: cmd_verify
-#include "decide/verify.h" // defines: jev_verify_run
+#include "common/bench/schema.h" // defines: jev_bench_file_write
+#include "common/cli-args.h"     // defines: cli_parse_long
+#include "commands.h"            // defines: cmd_verify
+#include "common/verify.h"       // defines: jev_verify_run
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev verify --model DIR [--output FILE] [--image F] [--norm sum|mean] [--threads N]\n"
-                   "                  [--backend cpu|cuda|cuda:N]\n\n"
+               "                  [--backend cpu|cuda|cuda:N]\n\n"
                "  --model DIR      a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --output FILE    the record (default artifacts/scoring-verification.json)\n"
                "  --image F        put an image into every case's prompt (default: text only)\n"

@@ -3,7 +3,7 @@ bench/peers/jevbench.py - the parts of the transformers peer that need no torch.
 
 What it is: reading and checking the inputs dump of `jev bench --dump-inputs`
 (docs/bench-inputs.md), the raw record "jev-bench/1" (docs/bench-schema.md): its builder,
-its agreement numbers and a validator ported from src/bench/schema.c, the generate_json
+its agreement numbers and a validator ported from common/bench/schema.c, the generate_json
 checker (src/decide/genjson.h), the MLX layout's names, norm rule and bit stream, the
 safetensors header reader, and the comparison of a peer's record with jev's.
 
@@ -413,7 +413,7 @@ def build_record(environment, settings, samples, note=None):
     return rec
 
 
-# ---- validator: a port of src/bench/schema.c, so a bad record never leaves this script ----
+# ---- validator: a port of common/bench/schema.c, so a bad record never leaves this script ----
 
 _S, _I, _N, _B, _Z, _O, _A, _OPT = 1, 2, 4, 8, 16, 32, 64, 128
 _KIND_NAMES = [(_S, "a string"), (_I, "an integer"), (_N, "a number"), (_B, "a boolean"),

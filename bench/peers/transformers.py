@@ -236,7 +236,7 @@ def mlx_state_dict(torch, model_dir, raw_config, target):
 
 
 def requantize(torch, w, bits, group):
-    """jev synth's quantizer (src/model/synth-plan.c jev_synth_quantize) in torch, f32 as there:
+    """jev synth's quantizer (common/synth/synth-plan.c jev_synth_quantize) in torch, f32 as there:
     per group scale = bf16((max - min) / (2^b - 1)), bias = bf16(min), code = round-half-even
     ((w - bias) / scale) clamped; returns the dequantized f32 values the loader must produce."""
     qmax = float((1 << bits) - 1)

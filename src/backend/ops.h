@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base/error.h"   // defines: enum jev_status, struct jev_error
+#include "base/error.h" // defines: enum jev_status, struct jev_error
 
-#include "model/weights.h" // defines: struct jev_matrix
+#include "backend/matrix.h" // defines: struct jev_matrix
 
 /* One backend instance, per engine: CPU holds a thread pool, CUDA a stream. */
 struct jev_backend;
@@ -59,20 +59,20 @@ struct jev_attn_run {
 };
 
 struct jev_gdn_shape {
-    int32_t hk;       /* key heads */
-    int32_t hv;       /* value heads (multiple of hk; value head j uses key head j / (hv/hk)) */
-    int32_t dk;       /* key head dim */
-    int32_t dv;       /* value head dim */
-    int32_t chunk;    /* chunk length of the chunked form (HF: 64) */
+    int32_t hk;    /* key heads */
+    int32_t hv;    /* value heads (multiple of hk; value head j uses key head j / (hv/hk)) */
+    int32_t dk;    /* key head dim */
+    int32_t dv;    /* value head dim */
+    int32_t chunk; /* chunk length of the chunked form (HF: 64) */
 };
 
 /* One sequence's tokens in a batch, for the DeltaNet ops. */
 struct jev_gdn_run {
-    int64_t row0;    /* first batch row */
-    int32_t n;       /* rows */
-    bool recurrent;  /* token-by-token recurrence (HF: cached single token) instead of the chunked form */
-    float *conv;     /* [kernel-1][conv_dim] window of previous pre-conv inputs, oldest first; updated */
-    float *ssm;      /* [hv][dk][dv] recurrent state; updated */
+    int64_t row0;   /* first batch row */
+    int32_t n;      /* rows */
+    bool recurrent; /* token-by-token recurrence (HF: cached single token) instead of the chunked form */
+    float *conv;    /* [kernel-1][conv_dim] window of previous pre-conv inputs, oldest first; updated */
+    float *ssm;     /* [hv][dk][dv] recurrent state; updated */
 };
 
 struct jev_ops {
@@ -116,8 +116,8 @@ struct jev_ops {
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */
     void (*matmul)(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
     /* y[n][n_rows] = x[n][w->cols] . W[row_ids]^T: the LM head over candidate rows only. */
-    void (*matmul_rows)(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
-                        int32_t n_rows, const float *x, int64_t n, float *y);
+    void (*matmul_rows)(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
+                        const float *x, int64_t n, float *y);
     /* out[n][w->cols] = rows ids[0..n) of w, dequantized. */
     void (*embed)(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
@@ -125,8 +125,8 @@ struct jev_ops {
     /* y = x / sqrt(mean(x^2) + eps) * w per row of d (w is the multiplier). y may be x. */
     void (*rmsnorm)(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps, float *y);
     /* y = (x - mean) / sqrt(var + eps) * w + b per row of d. y may be x. */
-    void (*layernorm)(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n,
-                      int32_t d, float eps, float *y);
+    void (*layernorm)(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
+                      float eps, float *y);
     /* x[i] += y[i] for i < n. */
     void (*add)(struct jev_backend *be, float *x, const float *y, int64_t n);
     /* y[r][c] += b[c], r < n, c < d. */
@@ -158,16 +158,16 @@ struct jev_ops {
     void (*gdn_conv)(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
                      const struct jev_gdn_run *runs, int32_t n_runs, float *u);
     /* g = -exp(a_log) * softplus(a + dt_bias) (torch threshold 20), beta = sigmoid(b); [n][hv]. */
-    void (*gdn_gates)(struct jev_backend *be, const float *a, const float *b, const float *a_log,
-                      const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+    void (*gdn_gates)(struct jev_backend *be, const float *a, const float *b, const float *a_log, const float *dt_bias,
+                      int64_t n, int32_t hv, float *g, float *beta);
     /* The gated delta rule per run and value head, from u[rows][conv_dim] = [q | k | v] after the conv:
      * L2-normalised q, k (q scaled by dk^-0.5), grouped value heads, chunked form (HF
      * torch_chunk_gated_delta_rule) or the recurrence (run->recurrent); o[rows][hv*dv]; state updated. */
     void (*gdn_rule)(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                      const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
     /* y = w * (x / sqrt(mean(x^2) + eps)) * silu(z) per row of d (HF Qwen3_5RMSNormGated). y may be x. */
-    void (*gated_rmsnorm)(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
-                          int32_t d, float eps, float *y);
+    void (*gated_rmsnorm)(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n, int32_t d,
+                          float eps, float *y);
 
     /* ---- vision ops (model/vision.c) ---- */
     /* VISION-OPS: the vision helper adds its fields below this line. */

@@ -37,8 +37,7 @@ void jev_arena_free(struct jev_arena *a) {
 void *jev_arena_alloc(struct jev_arena *a, size_t n, struct jev_error *err) {
     size_t need = jev_align64(n == 0 ? 1 : n);
     if (need < n || a->used > a->cap || need > a->cap - a->used) {
-        jev_fail(err, JEV_ERR_NOMEM, "arena full: %zu bytes requested, %zu of %zu in use", n, a->used,
-                 a->cap);
+        jev_fail(err, JEV_ERR_NOMEM, "arena full: %zu bytes requested, %zu of %zu in use", n, a->used, a->cap);
         return NULL;
     }
     void *p = a->base + a->used;

@@ -38,18 +38,18 @@ typedef void (*jev_abort_fn)(const char *file, int line, const char *expr);
 void jev_set_abort_hook(jev_abort_fn fn);
 void jev_abort(const char *file, int line, const char *expr) __attribute__((noreturn));
 
-#define JEV_ASSERT(x)                                                                                 \
-    do {                                                                                              \
-        if (!(x))                                                                                     \
-            jev_abort(__FILE__, __LINE__, #x);                                                        \
+#define JEV_ASSERT(x)                                                                                                  \
+    do {                                                                                                               \
+        if (!(x))                                                                                                      \
+            jev_abort(__FILE__, __LINE__, #x);                                                                         \
     } while (0)
 
 /* Returns from the enclosing function when a status-returning call fails. */
-#define JEV_TRY(expr)                                                                                 \
-    do {                                                                                              \
-        enum jev_status jev_try_s_ = (expr);                                                          \
-        if (jev_try_s_ != JEV_OK)                                                                     \
-            return jev_try_s_;                                                                        \
+#define JEV_TRY(expr)                                                                                                  \
+    do {                                                                                                               \
+        enum jev_status jev_try_s_ = (expr);                                                                           \
+        if (jev_try_s_ != JEV_OK)                                                                                      \
+            return jev_try_s_;                                                                                         \
     } while (0)
 
 #ifdef __cplusplus

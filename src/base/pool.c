@@ -11,9 +11,9 @@
  * part of a decode step. So a worker that finished a job watches
  * `generation` for a short while (SPIN_ROUNDS yields) before it sleeps on
  * `wake`, and the caller watches `active` the same way before it sleeps on
- * `done`. Measured: an empty 4-task job 2.7 us instead of 13-80 us. Sleepers are counted under the mutex, so a publisher or
- * a finisher only takes the slow path (lock + broadcast) when someone sleeps,
- * and the predicate is always re-checked under the mutex: no lost wake-ups.
+ * `done`. Measured: an empty 4-task job 2.7 us instead of 13-80 us. Sleepers are counted under the mutex, so a
+ * publisher or a finisher only takes the slow path (lock + broadcast) when someone sleeps, and the predicate is always
+ * re-checked under the mutex: no lost wake-ups.
  */
 #include "base/pool.h" // defines: struct jev_pool, jev_pool_run
 
@@ -34,20 +34,20 @@
 #endif
 
 struct jev_pool {
-    int n_threads;                 /* workers + the caller */
-    pthread_t *threads;            /* n_threads - 1 workers */
-    pthread_mutex_t mu;            /* guards the sleepers' counts and the condition waits */
-    pthread_cond_t wake;           /* a new job or quit */
-    pthread_cond_t done;           /* the last thread of a job finished */
-    _Atomic uint64_t generation;   /* bumped once per job */
-    _Atomic int quit;              /* set by jev_pool_free */
-    _Atomic int active;            /* threads still inside the current job */
-    int sleeping_workers;          /* workers waiting on `wake` (under mu) */
-    int caller_sleeping;           /* the caller waits on `done` (under mu) */
-    jev_task_fn fn;                /* current job */
-    void *arg;                     /* current job's argument */
-    int64_t n;                     /* current job's task count */
-    _Atomic int64_t next;          /* next task index to hand out */
+    int n_threads;               /* workers + the caller */
+    pthread_t *threads;          /* n_threads - 1 workers */
+    pthread_mutex_t mu;          /* guards the sleepers' counts and the condition waits */
+    pthread_cond_t wake;         /* a new job or quit */
+    pthread_cond_t done;         /* the last thread of a job finished */
+    _Atomic uint64_t generation; /* bumped once per job */
+    _Atomic int quit;            /* set by jev_pool_free */
+    _Atomic int active;          /* threads still inside the current job */
+    int sleeping_workers;        /* workers waiting on `wake` (under mu) */
+    int caller_sleeping;         /* the caller waits on `done` (under mu) */
+    jev_task_fn fn;              /* current job */
+    void *arg;                   /* current job's argument */
+    int64_t n;                   /* current job's task count */
+    _Atomic int64_t next;        /* next task index to hand out */
 };
 
 struct worker_start {

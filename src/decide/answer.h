@@ -1,5 +1,5 @@
 /*
- * answer.h - typed answers from distributions, and the response bodies.
+ * answer.h - typed answers from distributions.
  *
  * Input: per question, a distribution over its options in request order
  * (probabilities, unnormalised masses, or logits through jev_softmax). Out:
@@ -11,12 +11,9 @@
  *           legend, confidence by llama.cpp's rule: mode = argmax,
  *           d = sum_i p_i |i - mode|, d_u = (1/N) sum_i |i - (N-1)/2|,
  *           confidence = max(0, 1 - d / d_u)  (= 2 p_max - 1 at N = 2)
- * Responses: the System One envelope {model, answers{id: ...}, usage{
- * input_tokens, output_tokens}} with answers in request order, the OpenAI
- * shape of §8.2, and the error body {"error": {"message", "type", "code"}}.
- * Numbers are written at full precision (shortest round-trip form).
  *
- * Not here: where the distributions come from (labels.h, trie.h).
+ * Not here: where the distributions come from (labels.h, trie.h), the
+ * response bodies (wire/response.h).
  */
 #ifndef JEV_DECIDE_ANSWER_H
 #define JEV_DECIDE_ANSWER_H
@@ -68,9 +65,9 @@ struct jev_answer {
 
 /* One answer per question of a request, allocated once. */
 struct jev_answers {
-    int32_t n;                 /* = request n_questions */
-    struct jev_answer *items;  /* (n) */
-    double *probs;             /* (sum of n_options) the storage items[i].probs point into */
+    int32_t n;                /* = request n_questions */
+    struct jev_answer *items; /* (n) */
+    double *probs;            /* (sum of n_options) the storage items[i].probs point into */
 };
 
 enum jev_status jev_answers_init(struct jev_answers *a, const struct jev_request *r, struct jev_error *err);
@@ -81,23 +78,11 @@ void jev_answer_set_probs(struct jev_answer *a, const double *w);
 /* Fills an answer from logits (softmax first). */
 void jev_answer_set_logits(struct jev_answer *a, const double *logits);
 
-/* ---- response bodies (malloc'd text; free with free(); NULL on OOM) ---- */
-
+/* Token counts of one answered request. */
 struct jev_usage {
     int64_t input_tokens;  /* prefill tokens evaluated, shared prefix once, image tokens included */
     int64_t output_tokens; /* 0 for scoring; generated tokens for generate_json */
     int64_t cached_tokens; /* OpenAI input_tokens_details.cached_tokens */
 };
-
-/* model: the model that answered (never the requested alias); NULL = "jev". */
-char *jev_response_systemone(const struct jev_request *r, const struct jev_answers *a, const char *model,
-                             const struct jev_usage *usage);
-char *jev_response_openai(const struct jev_request *r, const struct jev_answers *a, const char *model,
-                          const struct jev_usage *usage);
-
-/* {"error":{"message":...,"type":...,"code":http}}. */
-char *jev_response_error(int http_status, const char *type, const char *message);
-/* The same for a request refusal; http 0 (an internal failure) becomes 500 server_error. */
-char *jev_response_request_error(const struct jev_request_error *e);
 
 #endif

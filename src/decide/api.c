@@ -1,12 +1,11 @@
 /*
- * api.c - the public decision entry points of include/jev.h over the
- * pipeline (decide/pipeline.h): a decider per engine, one JSON body in, one
- * JSON body out. Everything else (paths, scoring modes, counters) stays in
- * the internal API that the CLI and the benchmark use.
+ * api.c - the public decider entry points of include/jev.h over the
+ * pipeline (decide/pipeline.h): a decider per engine and its settings. The
+ * JSON entry point, jev_decide_json, is the wire layer's (wire/route.c).
  */
 #include "decide/pipeline-int.h" // defines: struct jev_decider
 #include "decide/pipeline.h"     // defines: jev_decider_init, jev_decide_body
-#include "model/engine.h"    // defines: struct jev_engine, jev_engine_set_error
+#include "model/engine.h"        // defines: struct jev_engine, jev_engine_set_error
 
 #include <stdlib.h>
 
@@ -23,20 +22,6 @@ enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *eng
 }
 
 void jev_decider_close(struct jev_decider *decider) { jev_decider_free(decider); }
-
-enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
-                                enum jev_request_format format, char **response, int32_t *http_status) {
-    struct jev_decide_params p = jev_decide_default_params();
-    p.timeout_ms = decider->timeout_ms;
-    p.reuse_prefix = decider->reuse_prefix;
-    struct jev_request_error rerr = {0};
-    enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
-    *response = NULL;
-    enum jev_status s = jev_decide_body(decider, body, len, shape, &p, response, &rerr, NULL);
-    if (http_status)
-        *http_status = s == JEV_OK ? 200 : (rerr.http_status ? rerr.http_status : 500);
-    return s;
-}
 
 void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on) {
     decider->reuse_prefix = on;

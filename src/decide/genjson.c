@@ -3,7 +3,7 @@
  */
 #include "decide/genjson.h" // defines: struct jev_genjson_result
 
-#include "decide/jsonw.h" // defines: jev_jsonw_utf8_fix
+#include "io/jsonw.h" // defines: jev_jsonw_utf8_fix
 
 #include <jansson.h>
 #include <stdarg.h>
@@ -113,8 +113,8 @@ enum jev_status jev_genjson_check(const struct jev_request *r, const char *text,
         int32_t oi = option_index(q, json_string_value(v));
         if (oi < 0) {
             list_options(q, opts, sizeof opts);
-            invalid(out, "\"%s\": \"%s\" is not an option id of this decision (one of: %s)", k,
-                    json_string_value(v), opts);
+            invalid(out, "\"%s\": \"%s\" is not an option id of this decision (one of: %s)", k, json_string_value(v),
+                    opts);
             continue;
         }
         out->choice[qi] = oi;

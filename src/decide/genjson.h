@@ -63,13 +63,13 @@ enum jev_genjson_stop {
 
 /* A byte scanner fed with the decoded text as it grows (any chunking). */
 struct jev_genjson_scan {
-    int32_t depth;              /* open objects/arrays */
-    bool started;               /* the top-level '{' was seen */
-    bool in_string;             /* inside a JSON string */
-    bool escape;                /* the previous string byte was a backslash */
+    int32_t depth;               /* open objects/arrays */
+    bool started;                /* the top-level '{' was seen */
+    bool in_string;              /* inside a JSON string */
+    bool escape;                 /* the previous string byte was a backslash */
     enum jev_genjson_stop state; /* sticky once not MORE */
-    size_t pos;                 /* bytes fed so far */
-    size_t end;                 /* COMPLETE: bytes up to and including the closing brace */
+    size_t pos;                  /* bytes fed so far */
+    size_t end;                  /* COMPLETE: bytes up to and including the closing brace */
 };
 
 void jev_genjson_scan_init(struct jev_genjson_scan *s);

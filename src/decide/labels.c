@@ -71,16 +71,16 @@ static int32_t choice_candidate(int32_t k, char out[JEV_LABEL_TEXT_MAX]) {
 }
 
 /* A label that must be valid (noul, score); the alias is optional. */
-static enum jev_status must_label(struct jev_label *dst, const struct jev_label *set, int32_t n_set,
-                                  jev_encode_fn enc, void *ctx, const char *cue, const int32_t *cue_ids, int n_cue,
-                                  const char *text, const char *alias, const char *what, struct jev_error *err) {
+static enum jev_status must_label(struct jev_label *dst, const struct jev_label *set, int32_t n_set, jev_encode_fn enc,
+                                  void *ctx, const char *cue, const int32_t *cue_ids, int n_cue, const char *text,
+                                  const char *alias, const char *what, struct jev_error *err) {
     int32_t id = single_token(enc, ctx, cue, cue_ids, n_cue, text);
     if (id < 0)
-        return jev_fail(err, JEV_ERR_FORMAT, "labels: the %s label \"%s\" is not exactly one token after the cue",
-                        what, text);
+        return jev_fail(err, JEV_ERR_FORMAT, "labels: the %s label \"%s\" is not exactly one token after the cue", what,
+                        text);
     if (id_used(set, n_set, id))
-        return jev_fail(err, JEV_ERR_FORMAT, "labels: the %s label \"%s\" shares its token %d with another label",
-                        what, text, id);
+        return jev_fail(err, JEV_ERR_FORMAT, "labels: the %s label \"%s\" shares its token %d with another label", what,
+                        text, id);
     snprintf(dst->text, sizeof dst->text, "%s", text);
     dst->ids[0] = id;
     dst->n_ids = 1;

@@ -43,8 +43,8 @@ static bool is_eos(const struct jev_config *c, int32_t id) {
  * kept, ill-formed UTF-8 as U+FFFD), dropping the ids it has no token for -
  * what `tokenizers` does, so a peer's raw output compares byte for byte.
  */
-static enum jev_status render(const struct jev_tokenizer *tok, const int32_t *ids, int32_t n, char **text,
-                              size_t *len, struct jev_error *err) {
+static enum jev_status render(const struct jev_tokenizer *tok, const int32_t *ids, int32_t n, char **text, size_t *len,
+                              struct jev_error *err) {
     int32_t *known = malloc((size_t)(n > 0 ? n : 1) * sizeof(int32_t));
     if (!known)
         return jev_fail(err, JEV_ERR_NOMEM, "out of memory for the generated text");
@@ -68,8 +68,8 @@ enum jev_status dc_path_generate(struct dc_req *q) {
     int32_t P = (int32_t)q->prefix.n, G = (int32_t)q->gen.n, n = P + G;
     if ((int64_t)n + budget > q->d->engine->params.max_tokens)
         return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
-                        "decide: generate_json needs %d prompt + %d new tokens, the engine holds %d per sequence",
-                        n, budget, q->d->engine->params.max_tokens);
+                        "decide: generate_json needs %d prompt + %d new tokens, the engine holds %d per sequence", n,
+                        budget, q->d->engine->params.max_tokens);
     /* the whole prompt, and the generated ids, sized before any forward */
     int32_t *prompt = malloc((size_t)n * sizeof(int32_t));
     int32_t *out = malloc((size_t)budget * sizeof(int32_t));
@@ -93,9 +93,15 @@ enum jev_status dc_path_generate(struct dc_req *q) {
         dc_mrope_slice(q, n, at, m, q->pos);
         bool last = at + m == n;
         q->out_idx[0] = m - 1;
-        struct jev_lm_batch b = {.n_tokens = m, .ids = prompt + at, .pos = q->pos,
-                                 .embd_rows = q->has_image ? q->embd + at : NULL, .n_runs = 1, .seqs = &seq,
-                                 .seq_len = &m, .n_out = last ? 1 : 0, .out_idx = q->out_idx,
+        struct jev_lm_batch b = {.n_tokens = m,
+                                 .ids = prompt + at,
+                                 .pos = q->pos,
+                                 .embd_rows = q->has_image ? q->embd + at : NULL,
+                                 .n_runs = 1,
+                                 .seqs = &seq,
+                                 .seq_len = &m,
+                                 .n_out = last ? 1 : 0,
+                                 .out_idx = q->out_idx,
                                  .logits = q->logits};
         s = dc_forward(q, &b);
         at += m;
@@ -115,8 +121,15 @@ enum jev_status dc_path_generate(struct dc_req *q) {
         int32_t one = 1;
         jev_lm_text_positions(seq, 1, q->pos);
         q->out_idx[0] = 0;
-        struct jev_lm_batch b = {.n_tokens = 1, .ids = &out[n_out - 1], .pos = q->pos, .n_runs = 1, .seqs = &seq,
-                                 .seq_len = &one, .n_out = 1, .out_idx = q->out_idx, .logits = q->logits};
+        struct jev_lm_batch b = {.n_tokens = 1,
+                                 .ids = &out[n_out - 1],
+                                 .pos = q->pos,
+                                 .n_runs = 1,
+                                 .seqs = &seq,
+                                 .seq_len = &one,
+                                 .n_out = 1,
+                                 .out_idx = q->out_idx,
+                                 .logits = q->logits};
         s = dc_forward(q, &b);
     }
     st->scoring_ms += jev_now_ms() - t1;

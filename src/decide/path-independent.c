@@ -48,8 +48,12 @@ enum jev_status dc_path_independent(struct dc_req *q) {
         double t0 = jev_now_ms();
         JEV_TRY(dc_mrope(q, q->ids, n, &delta));
         dc_mrope_slice(q, n, 0, n, q->pos);
-        struct jev_lm_batch b = {.n_tokens = n, .ids = q->ids, .pos = q->pos,
-                                 .embd_rows = q->has_image ? q->embd : NULL, .n_runs = 1, .seqs = &seq,
+        struct jev_lm_batch b = {.n_tokens = n,
+                                 .ids = q->ids,
+                                 .pos = q->pos,
+                                 .embd_rows = q->has_image ? q->embd : NULL,
+                                 .n_runs = 1,
+                                 .seqs = &seq,
                                  .seq_len = &n};
         q->out_idx[0] = n - 1;
         dc_score_head(q, 1, &b);

@@ -89,8 +89,12 @@ static enum jev_status prefill(struct dc_req *q, struct jev_seq **out) {
         /* at most cap_tokens per forward call (the LM slices it further) */
         int32_t m = P - at < q->cap_tokens ? P - at : q->cap_tokens;
         dc_mrope_slice(q, P, at, m, q->pos);
-        struct jev_lm_batch b = {.n_tokens = m, .ids = q->prefix.ids + at, .pos = q->pos,
-                                 .embd_rows = q->has_image ? q->embd + at : NULL, .n_runs = 1, .seqs = &prefix,
+        struct jev_lm_batch b = {.n_tokens = m,
+                                 .ids = q->prefix.ids + at,
+                                 .pos = q->pos,
+                                 .embd_rows = q->has_image ? q->embd + at : NULL,
+                                 .n_runs = 1,
+                                 .seqs = &prefix,
                                  .seq_len = &m};
         JEV_TRY(dc_forward(q, &b));
         at += m;
@@ -121,7 +125,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
         st->prefix_reused = true;
     } else {
         JEV_TRY(prefill(q, &prefix)); /* out of pages with prefixes kept: jev_decide_run drops them, runs again */
-        if (key[0]) { /* out of the request's table: the decider holds it from now on */
+        if (key[0]) {                 /* out of the request's table: the decider holds it from now on */
             dc_seq_detach(q, prefix);
             dc_kept_put(d, prefix, key);
             held = true;
@@ -145,8 +149,8 @@ enum jev_status dc_path_shared(struct dc_req *q) {
             row += len;
             q->out_idx[k] = row - 1; /* the answer position: the cue's last token */
         }
-        struct jev_lm_batch b = {.n_tokens = row, .ids = q->ids, .pos = q->pos, .n_runs = n, .seqs = q->seqs,
-                                 .seq_len = q->seq_len};
+        struct jev_lm_batch b = {
+            .n_tokens = row, .ids = q->ids, .pos = q->pos, .n_runs = n, .seqs = q->seqs, .seq_len = q->seq_len};
         dc_score_head(q, n, &b);
         JEV_TRY(dc_forward(q, &b));
         JEV_TRY(dc_score_read(q, b0, n, q->seqs));

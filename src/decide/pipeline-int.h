@@ -70,24 +70,24 @@ struct jev_decider {
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
     double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
     bool reuse_prefix;                /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
-    struct dc_kept kept[DC_KEPT_MAX];             /* recent shared prefixes (kept.c) */
+    struct dc_kept kept[DC_KEPT_MAX]; /* recent shared prefixes (kept.c) */
     struct dc_kept_image kept_image[DC_KEPT_MAX]; /* recent images' embeddings (kept.c) */
     uint64_t kept_clock;                          /* ticks once per use of an entry */
-    atomic_bool lost;                 /* the device failed for good: every run refuses (jev_decider_status) */
-    char lost_msg[512];               /* why; written before lost is set */
+    atomic_bool lost;   /* the device failed for good: every run refuses (jev_decider_status) */
+    char lost_msg[512]; /* why; written before lost is set */
 };
 
 /* One question's prepared inputs. */
 struct dc_question {
-    struct jev_tokens suffix;   /* the question's suffix ids (label or text rendering) */
-    int32_t n_ids;              /* label mode: vocabulary ids read */
-    int32_t *ids;               /* label mode: (n_ids) label token ids, an option's variants together */
-    int32_t *owner;             /* label mode: (n_ids) option index of each id */
-    int32_t *cols;              /* label mode: (n_ids) column of each id among the head rows */
-    bool has_trie;              /* text mode: trie built */
-    struct jev_trie trie;       /* text mode: the option texts' candidate trie */
-    int32_t forks;              /* text mode: forks its trie rounds make */
-    int32_t interior;           /* text mode: interior (fed) nodes, root excluded */
+    struct jev_tokens suffix; /* the question's suffix ids (label or text rendering) */
+    int32_t n_ids;            /* label mode: vocabulary ids read */
+    int32_t *ids;             /* label mode: (n_ids) label token ids, an option's variants together */
+    int32_t *owner;           /* label mode: (n_ids) option index of each id */
+    int32_t *cols;            /* label mode: (n_ids) column of each id among the head rows */
+    bool has_trie;            /* text mode: trie built */
+    struct jev_trie trie;     /* text mode: the option texts' candidate trie */
+    int32_t forks;            /* text mode: forks its trie rounds make */
+    int32_t interior;         /* text mode: interior (fed) nodes, root excluded */
 };
 
 /* One live sequence the request holds (released on any exit). */
@@ -97,54 +97,54 @@ struct dc_seqref {
 
 /* The context of one jev_decide_run call. */
 struct dc_req {
-    struct jev_decider *d;            /* the decider */
-    const struct jev_request *r;      /* the request (not owned) */
-    struct jev_decide_params p;       /* params, defaults filled */
-    struct jev_decide_result *res;    /* where answers and counters go */
-    struct jev_error *err;            /* first failure */
-    double t_begin;                   /* jev_now_ms() when the request began (its time limit counts from here) */
+    struct jev_decider *d;         /* the decider */
+    const struct jev_request *r;   /* the request (not owned) */
+    struct jev_decide_params p;    /* params, defaults filled */
+    struct jev_decide_result *res; /* where answers and counters go */
+    struct jev_error *err;         /* first failure */
+    double t_begin;                /* jev_now_ms() when the request began (its time limit counts from here) */
     /* image */
-    bool has_image;                   /* the request carries an image (and the model reads it) */
-    struct jev_image img;             /* decoded RGB (freed after preprocessing) */
-    struct jev_vision_input vin;      /* pixel values and grid of the current image */
-    float *img_embd;                  /* [n_img_tok][D] image-token embeddings (arena) */
-    int32_t n_img_tok;                /* image-pad tokens of the image */
-    int64_t image_bytes;              /* bytes the decode + preprocessing held at once */
-    char image_key[JEV_SHA256_HEX];   /* reuse_prefix: sha256 of the image bytes; "" when not keyed */
-    bool image_deferred;              /* a kept image: size known, decode and tower skipped */
-    int32_t image_kept;               /* its entry in d->kept_image */
+    bool has_image;                 /* the request carries an image (and the model reads it) */
+    struct jev_image img;           /* decoded RGB (freed after preprocessing) */
+    struct jev_vision_input vin;    /* pixel values and grid of the current image */
+    float *img_embd;                /* [n_img_tok][D] image-token embeddings (arena) */
+    int32_t n_img_tok;              /* image-pad tokens of the image */
+    int64_t image_bytes;            /* bytes the decode + preprocessing held at once */
+    char image_key[JEV_SHA256_HEX]; /* reuse_prefix: sha256 of the image bytes; "" when not keyed */
+    bool image_deferred;            /* a kept image: size known, decode and tower skipped */
+    int32_t image_kept;             /* its entry in d->kept_image */
     /* tokens */
-    struct jev_tokens prefix;         /* the shared prefix (image pads included) */
-    int32_t img_at;                   /* index of the first image pad in the prefix; -1 when none */
-    struct dc_question *qs;           /* (n_questions) */
-    struct jev_tokens gen;            /* generate: the genjson suffix */
-    int32_t max_suffix;               /* longest suffix */
-    int32_t n_cols;                   /* label mode: vocabulary rows the head reads */
-    int32_t *cols;                    /* label mode: (n_cols) those rows (the union over questions) */
+    struct jev_tokens prefix; /* the shared prefix (image pads included) */
+    int32_t img_at;           /* index of the first image pad in the prefix; -1 when none */
+    struct dc_question *qs;   /* (n_questions) */
+    struct jev_tokens gen;    /* generate: the genjson suffix */
+    int32_t max_suffix;       /* longest suffix */
+    int32_t n_cols;           /* label mode: vocabulary rows the head reads */
+    int32_t *cols;            /* label mode: (n_cols) those rows (the union over questions) */
     /* scratch, from the arena */
-    struct jev_arena arena;           /* every buffer below */
-    int32_t cap_tokens;               /* tokens of the largest forward */
-    int32_t cap_runs;                 /* runs of the largest forward */
-    int32_t cap_rows;                 /* logit rows of the largest forward */
-    int64_t n_vocab;                  /* columns of a full-vocabulary logits row */
-    int32_t *ids;                     /* [cap_tokens] batch ids */
-    int32_t *pos;                     /* [cap_tokens][3] batch positions */
-    const float **embd;               /* [max(cap_tokens, cap_prompt)] by prompt index: image-pad rows, else NULL */
-    int32_t *mrope;                   /* [3][cap_prompt] positions from jev_mrope_positions */
-    int32_t cap_prompt;               /* tokens of the longest full prompt */
-    struct jev_seq **seqs;            /* [cap_runs] sequences of the batch runs */
-    int32_t *seq_len;                 /* [cap_runs] run lengths */
-    int32_t *out_idx;                 /* [cap_rows] rows with logits */
-    float *logits;                    /* [cap_rows][n_vocab or n_cols] */
-    void *tasks;                      /* trie rounds: two task tables of cap_tasks (score.c) */
-    int32_t cap_tasks;                /* entries of one task table */
-    int32_t *label_block;             /* label mode: ids / owner / cols of every question (one malloc) */
+    struct jev_arena arena; /* every buffer below */
+    int32_t cap_tokens;     /* tokens of the largest forward */
+    int32_t cap_runs;       /* runs of the largest forward */
+    int32_t cap_rows;       /* logit rows of the largest forward */
+    int64_t n_vocab;        /* columns of a full-vocabulary logits row */
+    int32_t *ids;           /* [cap_tokens] batch ids */
+    int32_t *pos;           /* [cap_tokens][3] batch positions */
+    const float **embd;     /* [max(cap_tokens, cap_prompt)] by prompt index: image-pad rows, else NULL */
+    int32_t *mrope;         /* [3][cap_prompt] positions from jev_mrope_positions */
+    int32_t cap_prompt;     /* tokens of the longest full prompt */
+    struct jev_seq **seqs;  /* [cap_runs] sequences of the batch runs */
+    int32_t *seq_len;       /* [cap_runs] run lengths */
+    int32_t *out_idx;       /* [cap_rows] rows with logits */
+    float *logits;          /* [cap_rows][n_vocab or n_cols] */
+    void *tasks;            /* trie rounds: two task tables of cap_tasks (score.c) */
+    int32_t cap_tasks;      /* entries of one task table */
+    int32_t *label_block;   /* label mode: ids / owner / cols of every question (one malloc) */
     /* sequences */
-    struct dc_seqref *live;           /* [cap_live] sequences held */
-    int32_t cap_live;                 /* entries of live */
+    struct dc_seqref *live; /* [cap_live] sequences held */
+    int32_t cap_live;       /* entries of live */
     /* counters */
-    int64_t peak_dyn;                 /* peak of K/V pages + live linear states, bytes */
-    int32_t peak_seqs;                /* peak of live sequences */
+    int64_t peak_dyn;  /* peak of K/V pages + live linear states, bytes */
+    int32_t peak_seqs; /* peak of live sequences */
 };
 
 /* ---- pipeline-prep.c ---- */

@@ -56,7 +56,7 @@ enum jev_status dc_tokenize_prompt(struct jev_decider *d, const struct jev_promp
 /* The option text exactly as the prompt shows it (jev_prompt_candidate applies the same escaping and
  * one-line folding), encoded as caller text. */
 enum jev_status dc_candidate_tokens(struct jev_decider *d, const struct jev_question *qq, int32_t i,
-                                        struct jev_tokens *out, struct jev_error *err) {
+                                    struct jev_tokens *out, struct jev_error *err) {
     size_t n = jev_prompt_candidate(qq, i, NULL, 0);
     char *text = malloc(n + 1);
     if (!text)
@@ -224,8 +224,7 @@ static enum jev_status image_decode(struct dc_req *q) {
     struct jev_image_params ip = jev_image_default_params();
     enum jev_status s;
     if (in->bytes)
-        s = jev_image_decode(in->bytes, in->n_bytes, in->asset_key ? in->asset_key : "image", &ip, &q->img,
-                             q->err);
+        s = jev_image_decode(in->bytes, in->n_bytes, in->asset_key ? in->asset_key : "image", &ip, &q->img, q->err);
     else if (in->path)
         s = jev_image_load(in->path, &ip, &q->img, q->err);
     else
@@ -315,8 +314,8 @@ void dc_image_keep(struct dc_req *q) {
 enum jev_status dc_image_encode(struct dc_req *q) {
     struct jev_decider *d = q->d;
     double t0 = jev_now_ms();
-    enum jev_status s = jev_vision_forward(&d->vision, q->vin.pixels, q->vin.size.grid_h, q->vin.size.grid_w,
-                                           q->img_embd, q->err);
+    enum jev_status s =
+        jev_vision_forward(&d->vision, q->vin.pixels, q->vin.size.grid_h, q->vin.size.grid_w, q->img_embd, q->err);
     if (s == JEV_OK)
         image_place(q);
     q->res->stats.vision_ms += jev_now_ms() - t0;
@@ -407,8 +406,8 @@ enum jev_status dc_forward(struct dc_req *q, const struct jev_lm_batch *b) {
     struct jev_engine *e = q->d->engine;
     double spent = jev_now_ms() - q->t_begin;
     if (q->p.timeout_ms > 0 && spent > q->p.timeout_ms) {
-        jev_fail(q->err, JEV_ERR_ABORTED, "decide: the request ran %.0f ms, past its time limit of %.0f ms",
-                 spent, q->p.timeout_ms);
+        jev_fail(q->err, JEV_ERR_ABORTED, "decide: the request ran %.0f ms, past its time limit of %.0f ms", spent,
+                 q->p.timeout_ms);
         return jev_engine_set_error(e, q->err);
     }
     enum jev_status s = jev_lm_forward(&e->lm, b, q->err);

@@ -21,7 +21,7 @@
 #include <sys/stat.h>
 
 #include "base/timing.h" // defines: jev_now_ms
-#include "model/mrope.h"  // defines: jev_mrope_positions
+#include "model/mrope.h" // defines: jev_mrope_positions
 
 /* ---- params and names ---- */
 
@@ -31,8 +31,12 @@ struct jev_decider_params jev_decider_default_params(void) {
 }
 
 struct jev_decide_params jev_decide_default_params(void) {
-    struct jev_decide_params p = {.path = JEV_DECIDE_SHARED, .scoring = JEV_SCORING_LABEL, .norm = JEV_TRIE_SUM,
-                                  .batch = 4, .prefill_chunk = 512, .max_new_tokens = 0};
+    struct jev_decide_params p = {.path = JEV_DECIDE_SHARED,
+                                  .scoring = JEV_SCORING_LABEL,
+                                  .norm = JEV_TRIE_SUM,
+                                  .batch = 4,
+                                  .prefill_chunk = 512,
+                                  .max_new_tokens = 0};
     return p;
 }
 
@@ -153,11 +157,11 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
     }
     const struct jev_text_config *t = &c->text;
     d->page_bytes = (int64_t)t->n_full_layers * 2 * JEV_KV_PAGE * t->kv_dim * (int64_t)sizeof(float);
-    d->seq_bytes = (int64_t)t->n_linear_layers *
-                       ((int64_t)(t->conv_kernel - 1) * t->conv_dim +
-                        (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim) *
-                       (int64_t)sizeof(float) +
-                   (int64_t)engine->state.max_pages * (int64_t)sizeof(int32_t) + (int64_t)sizeof(struct jev_seq);
+    d->seq_bytes =
+        (int64_t)t->n_linear_layers *
+            ((int64_t)(t->conv_kernel - 1) * t->conv_dim + (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim) *
+            (int64_t)sizeof(float) +
+        (int64_t)engine->state.max_pages * (int64_t)sizeof(int32_t) + (int64_t)sizeof(struct jev_seq);
     if (s != JEV_OK) {
         jev_decider_free(d);
         return s;
@@ -191,8 +195,8 @@ static enum jev_status check_params(const struct jev_decider *d, const struct je
     if (p->norm < JEV_TRIE_SUM || p->norm > JEV_TRIE_MEAN)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: unknown normalisation %d", (int)p->norm);
     if (p->batch < 0 || p->prefill_chunk < 0 || p->max_new_tokens < 0)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: batch %d, prefill_chunk %d, max_new_tokens %d < 0",
-                        p->batch, p->prefill_chunk, p->max_new_tokens);
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: batch %d, prefill_chunk %d, max_new_tokens %d < 0", p->batch,
+                        p->prefill_chunk, p->max_new_tokens);
     if (!r || r->n_questions < 1 || !r->questions)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: the request has no questions");
     if (r->has_image && !d->has_vision)
@@ -379,113 +383,21 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
     return s;
 }
 
-/* ---- the HTTP-shaped route ---- */
+/* ---- what the layers above read ---- */
 
-/* Maps a failed run to a refusal the server can send. */
-static void map_error(enum jev_status s, const struct jev_error *err, struct jev_request_error *rerr) {
-    memset(rerr, 0, sizeof *rerr);
-    switch (s) {
-    case JEV_ERR_FORMAT:
-    case JEV_ERR_IO:
-        rerr->http_status = 400;
-        rerr->type = "invalid_request_error";
-        break;
-    case JEV_ERR_CONTEXT_FULL:
-        rerr->http_status = 400;
-        rerr->type = "exceed_context_size_error";
-        break;
-    case JEV_ERR_INVALID_ARG:
-        rerr->http_status = 422;
-        rerr->type = "unprocessable_entity_error";
-        break;
-    case JEV_ERR_UNSUPPORTED:
-        rerr->http_status = 501;
-        rerr->type = "not_supported_error";
-        break;
-    case JEV_ERR_ABORTED: /* the request's time limit: a gateway timeout, which clients retry */
-        rerr->http_status = 504;
-        rerr->type = "timeout";
-        break;
-    case JEV_ERR_DEVICE_LOST: /* this replica cannot answer any more: a balancer retries elsewhere */
-        rerr->http_status = 503;
-        rerr->type = "unavailable_error";
-        break;
-    default:
-        rerr->http_status = 0; /* internal: the response writer makes it a 500 */
-        rerr->type = "server_error";
-        break;
-    }
-    snprintf(rerr->message, sizeof rerr->message, "%s", err->msg);
+bool jev_decider_has_vision(const struct jev_decider *d) { return d->has_vision; }
+
+const struct jev_model *jev_decider_model(const struct jev_decider *d) { return d->model; }
+
+struct jev_engine *jev_decider_engine(const struct jev_decider *d) {
+    return d->engine;
 }
 
-/* The model's name as the response reports it: the directory's last component. */
-static const char *model_name(const struct jev_decider *d) {
-    const char *s = d->model->dir;
-    size_t n = strlen(s);
-    while (n > 1 && s[n - 1] == '/')
-        n--;
-    const char *b = s;
-    for (size_t i = 0; i + 1 < n; i++)
-        if (s[i] == '/')
-            b = s + i + 1;
-    return b;
-}
-
-enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
-                                const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
-                                struct jev_decide_result *result) {
-    struct jev_request_error local;
-    struct jev_request_error *re = rerr ? rerr : &local;
-    memset(re, 0, sizeof *re);
-    *response = NULL;
-    if (result)
-        memset(result, 0, sizeof *result);
-    struct jev_request r;
-    struct jev_request_opts opts = {.no_vision = !d->has_vision};
-    enum jev_status s;
-    if (shape == JEV_SHAPE_SYSTEMONE)
-        s = jev_request_parse_systemone(body, len, &opts, &r, re);
-    else if (shape == JEV_SHAPE_OPENAI)
-        s = jev_request_parse_openai(body, len, &opts, &r, re);
-    else {
-        s = JEV_ERR_INVALID_ARG;
-        re->http_status = 400;
-        re->type = "invalid_request_error";
-        snprintf(re->message, sizeof re->message, "decide: a workload file is not a request body");
-    }
-    if (s != JEV_OK) {
-        *response = jev_response_request_error(re);
-        return s;
-    }
-    struct jev_decide_result res;
-    struct jev_error err = {0};
-    s = jev_decide_run(d, &r, p, &res, &err);
-    if (s == JEV_OK && res.generated && !res.valid) {
-        /* a generated output that fails the schema answers nothing */
-        s = JEV_ERR_FORMAT;
-        memset(re, 0, sizeof *re);
-        re->http_status = 0;
-        re->type = "server_error";
-        snprintf(re->message, sizeof re->message, "generate_json: the model's output does not meet the schema: %.400s",
-                 res.gen.reason);
-    } else if (s != JEV_OK) {
-        map_error(s, &err, re);
-    }
-    if (s == JEV_OK) {
-        const char *name = model_name(d);
-        *response = shape == JEV_SHAPE_OPENAI ? jev_response_openai(&r, &res.answers, name, &res.usage)
-                                              : jev_response_systemone(&r, &res.answers, name, &res.usage);
-        if (!*response)
-            s = JEV_ERR_NOMEM;
-    } else {
-        *response = jev_response_request_error(re);
-    }
-    if (result && (s == JEV_OK || res.generated))
-        *result = res;
-    else
-        jev_decide_result_free(&res);
-    jev_request_free(&r);
-    return s;
+struct jev_decide_params jev_decider_request_params(const struct jev_decider *d) {
+    struct jev_decide_params p = jev_decide_default_params();
+    p.timeout_ms = d->timeout_ms;
+    p.reuse_prefix = d->reuse_prefix;
+    return p;
 }
 
 /* ---- the inputs, for reference scripts and peers ---- */
@@ -533,9 +445,9 @@ static json_t *image_json(const struct dc_req *q) {
     if (!b64)
         return NULL;
     json_t *o = json_pack("{s:[i,i,i], s:i, s:i, s:i, s:[i,i], s:{s:[i,i], s:s, s:s}}", "grid_thw", 1, z->grid_h,
-                          z->grid_w, "n_tokens", z->n_tokens, "pad_id", q->d->model->config.ids.image_pad,
-                          "first_pad", q->img_at, "resized_hw", z->height, z->width, "pixel_values", "shape",
-                          z->n_patches, z->patch_dim, "dtype", "float32-le", "base64", b64);
+                          z->grid_w, "n_tokens", z->n_tokens, "pad_id", q->d->model->config.ids.image_pad, "first_pad",
+                          q->img_at, "resized_hw", z->height, z->width, "pixel_values", "shape", z->n_patches,
+                          z->patch_dim, "dtype", "float32-le", "base64", b64);
     free(b64);
     return o;
 }
@@ -581,10 +493,10 @@ enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request 
         json_object_set_new(o, "eos_ids", eos);
         json_object_set_new(o, "prefix_ids", ids_json(ql.prefix.ids, ql.prefix.n));
         json_object_set_new(o, "image", ql.has_image ? image_json(&ql) : json_null());
-        json_object_set_new(o, "generate",
-                            json_pack("{s:o, s:i}", "suffix_ids", ids_json(qg.gen.ids, qg.gen.n), "max_new_tokens",
-                                      pl.max_new_tokens > 0 ? pl.max_new_tokens
-                                                            : jev_genjson_max_tokens(r->n_questions)));
+        json_object_set_new(
+            o, "generate",
+            json_pack("{s:o, s:i}", "suffix_ids", ids_json(qg.gen.ids, qg.gen.n), "max_new_tokens",
+                      pl.max_new_tokens > 0 ? pl.max_new_tokens : jev_genjson_max_tokens(r->n_questions)));
         for (int32_t i = 0; s == JEV_OK && i < r->n_questions; i++) {
             const struct jev_question *qq = &r->questions[i];
             const struct dc_question *dl = &ql.qs[i];
@@ -601,11 +513,11 @@ enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request 
                 json_array_append_new(cands, ids_json(c.ids, c.n));
                 jev_tokens_free(&c);
             }
-            json_array_append_new(
-                qs, json_pack("{s:s, s:s, s:o, s:{s:o, s:o}, s:{s:o, s:o}}", "id", qq->id, "type",
-                              jev_qtype_name(qq->type), "options", keys, "label", "suffix_ids",
-                              ids_json(dl->suffix.ids, dl->suffix.n), "option_ids", lab, "text", "suffix_ids",
-                              ids_json(qt.qs[i].suffix.ids, qt.qs[i].suffix.n), "candidates", cands));
+            json_array_append_new(qs, json_pack("{s:s, s:s, s:o, s:{s:o, s:o}, s:{s:o, s:o}}", "id", qq->id, "type",
+                                                jev_qtype_name(qq->type), "options", keys, "label", "suffix_ids",
+                                                ids_json(dl->suffix.ids, dl->suffix.n), "option_ids", lab, "text",
+                                                "suffix_ids", ids_json(qt.qs[i].suffix.ids, qt.qs[i].suffix.n),
+                                                "candidates", cands));
         }
         json_object_set_new(o, "questions", qs);
         if (s != JEV_OK) {
@@ -625,8 +537,8 @@ enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request 
     return s;
 }
 
-enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r,
-                                       struct jev_vision_input *out, struct jev_error *err) {
+enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r, struct jev_vision_input *out,
+                                       struct jev_error *err) {
     memset(out, 0, sizeof *out);
     if (!r->has_image)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "decide: the request has no image");

@@ -37,18 +37,9 @@
  * bytes (activation arenas, K/V pages and linear states in use, the
  * request's scratch).
  *
- * What it is not: request parsing (request.h), prompt text (prompt-render.h),
- * the answer arithmetic (answer.h), HTTP. One decider per engine; use it
- * from one thread at a time, like the engine.
- *
- * Proposed public form (for include/jev.h; the lead's to finalise):
- *     struct jev_decider;
- *     struct jev_decide_params jev_decide_default_params(void);
- *     enum jev_status jev_decider_init(struct jev_model *, struct jev_engine *,
- *                                      const struct jev_decider_params *, struct jev_decider **);
- *     enum jev_status jev_decide_json(struct jev_decider *, const char *body, size_t len,
- *                                     const struct jev_decide_params *, char **response);
- *     void jev_decider_free(struct jev_decider *);
+ * What it is not: request parsing (wire/request.h), prompt text
+ * (prompt-render.h), the answer arithmetic (answer.h), HTTP. One decider per
+ * engine; use it from one thread at a time, like the engine.
  */
 #ifndef JEV_DECIDE_PIPELINE_H
 #define JEV_DECIDE_PIPELINE_H
@@ -57,13 +48,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "base/error.h"      // defines: struct jev_error
-#include "decide/answer.h"   // defines: struct jev_answers, struct jev_usage
-#include "decide/genjson.h"  // defines: struct jev_genjson_result
-#include "decide/request.h"  // defines: struct jev_request, struct jev_request_error
-#include "decide/trie.h"     // defines: enum jev_trie_norm
-#include "model/engine.h"    // defines: struct jev_engine
-#include "model/model.h"     // defines: struct jev_model
+#include "base/error.h"              // defines: struct jev_error
+#include "decide/answer.h"           // defines: struct jev_answers, struct jev_usage
+#include "decide/genjson.h"          // defines: struct jev_genjson_result
+#include "decide/request.h"          // defines: struct jev_request
+#include "decide/trie.h"             // defines: enum jev_trie_norm
+#include "model/engine.h"            // defines: struct jev_engine
+#include "model/model.h"             // defines: struct jev_model
 #include "model/vision-preprocess.h" // defines: struct jev_vision_input
 
 struct jev_decider;
@@ -81,8 +72,8 @@ enum jev_decide_scoring {
 
 /* Decider-wide settings, fixed at init (they size the vision buffers). */
 struct jev_decider_params {
-    int32_t image_max_side;  /* resize within this square before smart_resize; 0 = 768; < 0 = no bound */
-    const char *tokenizer;   /* tokenizer.json path; NULL = MODEL_DIR/tokenizer.json */
+    int32_t image_max_side; /* resize within this square before smart_resize; 0 = 768; < 0 = no bound */
+    const char *tokenizer;  /* tokenizer.json path; NULL = MODEL_DIR/tokenizer.json */
 };
 
 /* Per-request settings. Zero-initialised = the defaults except batch (use
@@ -133,14 +124,14 @@ struct jev_decide_stats {
 
 /* The outcome of one request. Free with jev_decide_result_free. */
 struct jev_decide_result {
-    struct jev_answers answers;     /* one per question; generate: one-hot from a valid output, else empty (n 0) */
-    bool valid;                     /* scoring paths: true; generate: the output met the schema */
-    bool generated;                 /* the generate path ran: gen below is set */
-    struct jev_genjson_result gen;  /* generate: raw output, per-decision choice, validity and reason */
-    int32_t *gen_ids;               /* generate: (n_gen_ids) the new token ids, EOS excluded (owned) */
-    int32_t n_gen_ids;              /* generate: entries of gen_ids */
-    struct jev_usage usage;         /* input tokens evaluated (shared prefix once), output tokens */
-    struct jev_decide_stats stats;  /* counters and phases */
+    struct jev_answers answers;    /* one per question; generate: one-hot from a valid output, else empty (n 0) */
+    bool valid;                    /* scoring paths: true; generate: the output met the schema */
+    bool generated;                /* the generate path ran: gen below is set */
+    struct jev_genjson_result gen; /* generate: raw output, per-decision choice, validity and reason */
+    int32_t *gen_ids;              /* generate: (n_gen_ids) the new token ids, EOS excluded (owned) */
+    int32_t n_gen_ids;             /* generate: entries of gen_ids */
+    struct jev_usage usage;        /* input tokens evaluated (shared prefix once), output tokens */
+    struct jev_decide_stats stats; /* counters and phases */
 };
 
 /* Defaults of both param structs. */
@@ -181,19 +172,12 @@ enum jev_status jev_decide_run(struct jev_decider *d, const struct jev_request *
                                struct jev_decide_result *out, struct jev_error *err);
 void jev_decide_result_free(struct jev_decide_result *res);
 
-/*
- * The whole route for a request body: parse + validate (System One or the
- * OpenAI shape), run, and the response body. Returns the status; *response
- * (malloc'd, caller frees) is the System One / OpenAI response on success
- * and the error body otherwise. rerr (may be NULL) receives the refusal of an
- * invalid request or the mapped error of a failed run (http 400 for an image
- * that does not decode, 413 for a prompt beyond the engine, 422 for a label
- * set too small, 0 for an internal failure). result (may be NULL) receives
- * the run's result (caller frees).
- */
-enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
-                                const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
-                                struct jev_decide_result *result);
+/* What the layers above read of a decider: whether images can be answered, the model, the engine
+ * it drives, and the per-request params that jev_decider_set_timeout / _set_prefix_reuse set. */
+bool jev_decider_has_vision(const struct jev_decider *d);
+const struct jev_model *jev_decider_model(const struct jev_decider *d);
+struct jev_engine *jev_decider_engine(const struct jev_decider *d);
+struct jev_decide_params jev_decider_request_params(const struct jev_decider *d);
 
 /*
  * The inputs of a request as the scoring paths build them, for reference
@@ -211,8 +195,8 @@ enum jev_status jev_decide_dump(struct jev_decider *d, const struct jev_request 
  * decider's bound, smart_resize, normalise, patches): for dumps and peers.
  * Free with jev_vision_input_free.
  */
-enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r,
-                                       struct jev_vision_input *out, struct jev_error *err);
+enum jev_status jev_decide_image_input(struct jev_decider *d, const struct jev_request *r, struct jev_vision_input *out,
+                                       struct jev_error *err);
 
 /* The M-RoPE delta of a prompt (max position + 1 - length) whose image pads are one run of grid (gh, gw). */
 enum jev_status jev_decide_rope_delta(const struct jev_decider *d, const int32_t *ids, int32_t n, int32_t grid_h,

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "decide/jsonw.h" // defines: jev_jsonw_value_indent
+#include "io/jsonw.h" // defines: jev_jsonw_value_indent
 
 /* ---- the frame ---- */
 

@@ -58,13 +58,13 @@ struct jev_segment {
 /* A rendered prompt: one contiguous text and its segments (adjacent segments
  * of one kind are merged). Grows as it is appended to; reuse with reset. */
 struct jev_prompt {
-    char *text;                /* (len) UTF-8, NUL-terminated */
-    size_t len;                /* bytes of text */
-    size_t cap;                /* bytes allocated for text */
-    struct jev_segment *segs;  /* (n_segs) in order, covering text */
-    int32_t n_segs;            /* segments */
-    int32_t cap_segs;          /* segments allocated */
-    bool failed;               /* an allocation failed; render calls report it */
+    char *text;               /* (len) UTF-8, NUL-terminated */
+    size_t len;               /* bytes of text */
+    size_t cap;               /* bytes allocated for text */
+    struct jev_segment *segs; /* (n_segs) in order, covering text */
+    int32_t n_segs;           /* segments */
+    int32_t cap_segs;         /* segments allocated */
+    bool failed;              /* an allocation failed; render calls report it */
 };
 
 /* The chat frame: template strings around the content. */

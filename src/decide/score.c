@@ -182,8 +182,8 @@ static enum jev_status run_round(struct dc_req *q, int32_t qi0, struct dc_task *
             q->seq_len[k] = lens[k];
             row += lens[k];
         }
-        struct jev_lm_batch b = {.n_tokens = rows, .ids = q->ids, .pos = q->pos, .n_runs = runs, .seqs = q->seqs,
-                                 .seq_len = q->seq_len};
+        struct jev_lm_batch b = {
+            .n_tokens = rows, .ids = q->ids, .pos = q->pos, .n_runs = runs, .seqs = q->seqs, .seq_len = q->seq_len};
         dc_score_head(q, rows, &b);
         JEV_TRY(dc_forward(q, &b));
         /* children's log-probabilities from each query row, then what follows each chain */

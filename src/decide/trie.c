@@ -51,8 +51,8 @@ enum jev_status jev_trie_build(struct jev_trie *t, const int32_t *const *cands, 
             int32_t tok = cands[i][k];
             if (tok < 0) {
                 jev_trie_free(t);
-                return jev_fail(err, JEV_ERR_INVALID_ARG, "trie: candidate %d (\"%s\") has a negative token %d",
-                                i, name_of(names, i), tok);
+                return jev_fail(err, JEV_ERR_INVALID_ARG, "trie: candidate %d (\"%s\") has a negative token %d", i,
+                                name_of(names, i), tok);
             }
             /* find the child with this token, or append a new one (children keep insertion order) */
             int32_t c = t->nodes[cur].first_child, last = -1;
@@ -105,8 +105,7 @@ int32_t jev_trie_queries(const struct jev_trie *t, int32_t *nodes, int32_t cap) 
     return n;
 }
 
-int32_t jev_trie_children(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t *child_nodes,
-                          int32_t cap) {
+int32_t jev_trie_children(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t *child_nodes, int32_t cap) {
     JEV_ASSERT(node >= 0 && node < t->n_nodes);
     int32_t n = 0;
     for (int32_t c = t->nodes[node].first_child; c >= 0; c = t->nodes[c].next_sibling, n++) {

@@ -40,10 +40,10 @@ struct jev_trie_node {
 };
 
 struct jev_trie {
-    int32_t n_nodes;              /* nodes in use, root included */
-    struct jev_trie_node *nodes;  /* (n_nodes) allocated once: 1 + total tokens */
-    int32_t n_cands;              /* candidates */
-    int32_t *cand_node;           /* (n_cands) terminal node of each candidate */
+    int32_t n_nodes;             /* nodes in use, root included */
+    struct jev_trie_node *nodes; /* (n_nodes) allocated once: 1 + total tokens */
+    int32_t n_cands;             /* candidates */
+    int32_t *cand_node;          /* (n_cands) terminal node of each candidate */
 };
 
 enum jev_trie_norm {
@@ -63,8 +63,7 @@ int32_t jev_trie_queries(const struct jev_trie *t, int32_t *nodes, int32_t cap);
 
 /* The children of a node: their tokens and node indices (either may be
  * NULL); returns the count, writing up to cap. */
-int32_t jev_trie_children(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t *child_nodes,
-                          int32_t cap);
+int32_t jev_trie_children(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t *child_nodes, int32_t cap);
 
 /* The tokens from the root to node (depth of them); returns the depth. */
 int32_t jev_trie_path(const struct jev_trie *t, int32_t node, int32_t *tokens, int32_t cap);

@@ -59,7 +59,9 @@ static enum jev_status check_size(const char *name, const char *fmt, int64_t w, 
 
 /* ---- EXIF orientation ---- */
 
-static uint32_t rd16(const uint8_t *p, bool le) { return le ? (uint32_t)(p[0] | p[1] << 8) : (uint32_t)(p[0] << 8 | p[1]); }
+static uint32_t rd16(const uint8_t *p, bool le) {
+    return le ? (uint32_t)(p[0] | p[1] << 8) : (uint32_t)(p[0] << 8 | p[1]);
+}
 static uint32_t rd32(const uint8_t *p, bool le) {
     return le ? (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24
               : (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | (uint32_t)p[3];
@@ -120,13 +122,34 @@ enum jev_status jev_image_orient(struct jev_image *img, int orientation, struct 
         for (int64_t x = 0; x < ow; x++) {
             int64_t sx, sy;
             switch (orientation) {
-            case 2: sx = w - 1 - x; sy = y; break;          /* FLIP_LEFT_RIGHT */
-            case 3: sx = w - 1 - x; sy = h - 1 - y; break;  /* ROTATE_180 */
-            case 4: sx = x; sy = h - 1 - y; break;          /* FLIP_TOP_BOTTOM */
-            case 5: sx = y; sy = x; break;                  /* TRANSPOSE */
-            case 6: sx = y; sy = h - 1 - x; break;          /* ROTATE_270 (90 clockwise) */
-            case 7: sx = w - 1 - y; sy = h - 1 - x; break;  /* TRANSVERSE */
-            default: sx = w - 1 - y; sy = x; break;         /* 8: ROTATE_90 (counter-clockwise) */
+            case 2:
+                sx = w - 1 - x;
+                sy = y;
+                break; /* FLIP_LEFT_RIGHT */
+            case 3:
+                sx = w - 1 - x;
+                sy = h - 1 - y;
+                break; /* ROTATE_180 */
+            case 4:
+                sx = x;
+                sy = h - 1 - y;
+                break; /* FLIP_TOP_BOTTOM */
+            case 5:
+                sx = y;
+                sy = x;
+                break; /* TRANSPOSE */
+            case 6:
+                sx = y;
+                sy = h - 1 - x;
+                break; /* ROTATE_270 (90 clockwise) */
+            case 7:
+                sx = w - 1 - y;
+                sy = h - 1 - x;
+                break; /* TRANSVERSE */
+            default:
+                sx = w - 1 - y;
+                sy = x;
+                break; /* 8: ROTATE_90 (counter-clockwise) */
             }
             memcpy(out + (y * ow + x) * 3, img->rgb + (sy * w + sx) * 3, 3);
         }
@@ -163,8 +186,8 @@ static const uint8_t *jpeg_find_exif(const uint8_t *d, size_t n, size_t *len) {
 
 /* ---- JPEG ---- */
 
-static enum jev_status decode_jpeg(const uint8_t *data, size_t size, const char *name,
-                                   const struct jev_image_params *p, struct jev_image *out, struct jev_error *err) {
+static enum jev_status decode_jpeg(const uint8_t *data, size_t size, const char *name, const struct jev_image_params *p,
+                                   struct jev_image *out, struct jev_error *err) {
     enum jev_status st = JEV_OK;
     tjhandle tj = tjInitDecompress();
     if (!tj)
@@ -179,8 +202,8 @@ static enum jev_status decode_jpeg(const uint8_t *data, size_t size, const char 
         goto done;
     }
     if (cs == TJCS_CMYK || cs == TJCS_YCCK) {
-        st = jev_fail(err, JEV_ERR_UNSUPPORTED, "%s: JPEG: %s colour is not supported (convert the image to RGB)",
-                      name, cs == TJCS_CMYK ? "CMYK" : "YCCK");
+        st = jev_fail(err, JEV_ERR_UNSUPPORTED, "%s: JPEG: %s colour is not supported (convert the image to RGB)", name,
+                      cs == TJCS_CMYK ? "CMYK" : "YCCK");
         goto done;
     }
     if (w == 0 && h == 0) { /* libjpeg met the end of the input before a frame header */
@@ -281,7 +304,7 @@ static enum jev_status decode_png(const uint8_t *data, size_t size, const char *
     if ((st = check_size(name, "PNG", ihdr.width, ihdr.height, p, err)) != JEV_OK)
         goto done;
     int depth = ihdr.bit_depth, ct = ihdr.color_type;
-    int channels = ct == SPNG_COLOR_TYPE_TRUECOLOR ? 3
+    int channels = ct == SPNG_COLOR_TYPE_TRUECOLOR         ? 3
                    : ct == SPNG_COLOR_TYPE_TRUECOLOR_ALPHA ? 4
                    : ct == SPNG_COLOR_TYPE_GRAYSCALE_ALPHA ? 2
                                                            : 1;
@@ -357,9 +380,8 @@ done:
 
 /* ---- entry points ---- */
 
-enum jev_status jev_image_decode(const void *data, size_t size, const char *name,
-                                 const struct jev_image_params *params, struct jev_image *out,
-                                 struct jev_error *err) {
+enum jev_status jev_image_decode(const void *data, size_t size, const char *name, const struct jev_image_params *params,
+                                 struct jev_image *out, struct jev_error *err) {
     memset(out, 0, sizeof *out);
     struct jev_image_params p = resolve_params(params);
     if (!name)

@@ -65,9 +65,8 @@ struct jev_image_params jev_image_default_params(void);
  * (NULL: "image"). params may be NULL (defaults). On success *out owns its
  * pixels; on failure *out is zeroed and err says what was wrong.
  */
-enum jev_status jev_image_decode(const void *data, size_t size, const char *name,
-                                 const struct jev_image_params *params, struct jev_image *out,
-                                 struct jev_error *err);
+enum jev_status jev_image_decode(const void *data, size_t size, const char *name, const struct jev_image_params *params,
+                                 struct jev_image *out, struct jev_error *err);
 
 /* Reads and decodes a file (the size limit is checked before reading). */
 enum jev_status jev_image_load(const char *path, const struct jev_image_params *params, struct jev_image *out,

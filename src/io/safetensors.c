@@ -9,7 +9,7 @@
  */
 #include "io/safetensors.h" // defines: struct jev_st_file, struct jev_st_set
 
-#include "io/read-file.h" // defines: jev_read_file
+#include "base/read-file.h" // defines: jev_read_file
 
 #include <errno.h>
 #include <fcntl.h>
@@ -33,18 +33,15 @@ static const struct {
     const char *name; /* header spelling */
     size_t size;      /* bytes per element */
 } dtype_info[JEV_DTYPE_COUNT] = {
-    [JEV_DTYPE_F64] = {"F64", 8},          [JEV_DTYPE_F32] = {"F32", 4},   [JEV_DTYPE_F16] = {"F16", 2},
-    [JEV_DTYPE_BF16] = {"BF16", 2},        [JEV_DTYPE_I64] = {"I64", 8},   [JEV_DTYPE_I32] = {"I32", 4},
-    [JEV_DTYPE_I16] = {"I16", 2},          [JEV_DTYPE_I8] = {"I8", 1},     [JEV_DTYPE_U8] = {"U8", 1},
-    [JEV_DTYPE_U16] = {"U16", 2},          [JEV_DTYPE_U32] = {"U32", 4},   [JEV_DTYPE_U64] = {"U64", 8},
-    [JEV_DTYPE_BOOL] = {"BOOL", 1},        [JEV_DTYPE_F8_E4M3] = {"F8_E4M3", 1},
-    [JEV_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
+    [JEV_DTYPE_F64] = {"F64", 8},   [JEV_DTYPE_F32] = {"F32", 4},         [JEV_DTYPE_F16] = {"F16", 2},
+    [JEV_DTYPE_BF16] = {"BF16", 2}, [JEV_DTYPE_I64] = {"I64", 8},         [JEV_DTYPE_I32] = {"I32", 4},
+    [JEV_DTYPE_I16] = {"I16", 2},   [JEV_DTYPE_I8] = {"I8", 1},           [JEV_DTYPE_U8] = {"U8", 1},
+    [JEV_DTYPE_U16] = {"U16", 2},   [JEV_DTYPE_U32] = {"U32", 4},         [JEV_DTYPE_U64] = {"U64", 8},
+    [JEV_DTYPE_BOOL] = {"BOOL", 1}, [JEV_DTYPE_F8_E4M3] = {"F8_E4M3", 1}, [JEV_DTYPE_F8_E5M2] = {"F8_E5M2", 1},
 };
 
 /* Names are static strings; an out-of-range value gets "?" so that a message never prints NULL. */
-const char *jev_dtype_name(enum jev_dtype t) {
-    return (unsigned)t < JEV_DTYPE_COUNT ? dtype_info[t].name : "?";
-}
+const char *jev_dtype_name(enum jev_dtype t) { return (unsigned)t < JEV_DTYPE_COUNT ? dtype_info[t].name : "?"; }
 
 /* Element sizes are the format's; no sub-byte types exist in it (4-bit codes travel as U32). */
 size_t jev_dtype_size(enum jev_dtype t) { return (unsigned)t < JEV_DTYPE_COUNT ? dtype_info[t].size : 0; }
@@ -131,8 +128,7 @@ static enum jev_status parse_entry(const struct jev_st_file *f, const char *name
     if (!json_is_string(jd))
         return jev_fail(err, JEV_ERR_FORMAT, "%s: tensor '%s': missing \"dtype\" string", p, name);
     if (!jev_dtype_parse(json_string_value(jd), &t->dtype))
-        return jev_fail(err, JEV_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", p, name,
-                        json_string_value(jd));
+        return jev_fail(err, JEV_ERR_FORMAT, "%s: tensor '%s': unknown dtype '%s'", p, name, json_string_value(jd));
     const json_t *js = json_object_get(e, "shape");
     if (!json_is_array(js))
         return jev_fail(err, JEV_ERR_FORMAT, "%s: tensor '%s': missing \"shape\" array", p, name);
@@ -169,11 +165,10 @@ static enum jev_status parse_entry(const struct jev_st_file *f, const char *name
                         (unsigned long long)b, (unsigned long long)en, (unsigned long long)f->data_size);
     if (en - b != nbytes) {
         char sh[160];
-        return jev_fail(err, JEV_ERR_FORMAT,
-                        "%s: tensor '%s': data_offsets [%llu,%llu] hold %llu bytes, but %s %s needs %llu", p, name,
-                        (unsigned long long)b, (unsigned long long)en, (unsigned long long)(en - b),
-                        jev_dtype_name(t->dtype), jev_st_shape_str(t->shape, t->ndim, sh, sizeof sh),
-                        (unsigned long long)nbytes);
+        return jev_fail(
+            err, JEV_ERR_FORMAT, "%s: tensor '%s': data_offsets [%llu,%llu] hold %llu bytes, but %s %s needs %llu", p,
+            name, (unsigned long long)b, (unsigned long long)en, (unsigned long long)(en - b), jev_dtype_name(t->dtype),
+            jev_st_shape_str(t->shape, t->ndim, sh, sizeof sh), (unsigned long long)nbytes);
     }
     t->begin = b;
     t->data = f->data + b;
@@ -204,8 +199,8 @@ static enum jev_status check_overlaps(const struct jev_st_file *f, struct jev_er
         const struct jev_st_tensor *a = order[i - 1], *b = order[i];
         if (b->begin < a->begin + a->nbytes) {
             st = jev_fail(err, JEV_ERR_FORMAT, "%s: tensors '%s' [%llu,%llu] and '%s' [%llu,%llu] overlap", f->path,
-                          a->name, (unsigned long long)a->begin, (unsigned long long)(a->begin + a->nbytes),
-                          b->name, (unsigned long long)b->begin, (unsigned long long)(b->begin + b->nbytes));
+                          a->name, (unsigned long long)a->begin, (unsigned long long)(a->begin + a->nbytes), b->name,
+                          (unsigned long long)b->begin, (unsigned long long)(b->begin + b->nbytes));
             break;
         }
     }
@@ -247,8 +242,7 @@ static enum jev_status parse_file(struct jev_st_file *f, struct jev_error *err) 
     json_error_t je;
     json_t *root = json_loadb((const char *)f->bytes + 8, (size_t)hl, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return jev_fail(err, JEV_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", p, je.text,
-                        je.position);
+        return jev_fail(err, JEV_ERR_FORMAT, "%s: header is not valid JSON: %s (at byte %d)", p, je.text, je.position);
     enum jev_status st = JEV_OK;
     if (!json_is_object(root)) {
         st = jev_fail(err, JEV_ERR_FORMAT, "%s: header is not a JSON object", p);

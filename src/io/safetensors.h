@@ -15,7 +15,7 @@
  * guaranteed (a file may place a tensor at an odd offset): users that cast
  * `data` to a wider type must check it (the model loader does).
  *
- * What it is not: no writer (src/model/synth.c writes files), no dtype
+ * What it is not: no writer (common/synth/synth.c writes files), no dtype
  * conversion, no knowledge of model names.
  *
  * Files are mmapped read-only; a file opened from memory points into the
@@ -66,15 +66,15 @@ bool jev_dtype_parse(const char *s, enum jev_dtype *out);
 struct jev_st_file;
 
 struct jev_st_tensor {
-    const char *name;                /* tensor name (owned by the file) */
-    enum jev_dtype dtype;            /* element type */
-    int32_t ndim;                    /* dimensions, 0..JEV_ST_MAX_DIMS */
-    int64_t shape[JEV_ST_MAX_DIMS];  /* sizes, outermost first; unused entries 0 */
-    uint64_t numel;                  /* product of shape (1 for a scalar) */
-    uint64_t begin;                  /* byte offset of the data in the data area */
-    uint64_t nbytes;                 /* numel * element size */
-    const void *data;                /* [nbytes] inside the mapping; may be unaligned */
-    const struct jev_st_file *file;  /* the file that holds it */
+    const char *name;               /* tensor name (owned by the file) */
+    enum jev_dtype dtype;           /* element type */
+    int32_t ndim;                   /* dimensions, 0..JEV_ST_MAX_DIMS */
+    int64_t shape[JEV_ST_MAX_DIMS]; /* sizes, outermost first; unused entries 0 */
+    uint64_t numel;                 /* product of shape (1 for a scalar) */
+    uint64_t begin;                 /* byte offset of the data in the data area */
+    uint64_t nbytes;                /* numel * element size */
+    const void *data;               /* [nbytes] inside the mapping; may be unaligned */
+    const struct jev_st_file *file; /* the file that holds it */
 };
 
 struct jev_st_meta {
@@ -83,19 +83,19 @@ struct jev_st_meta {
 };
 
 struct jev_st_file {
-    char *path;                      /* as opened (owned), used in every message */
-    void *map;                       /* mmap base, NULL when opened from memory */
-    size_t map_size;                 /* bytes mapped */
-    const uint8_t *bytes;            /* [size] the whole file */
-    size_t size;                     /* file size in bytes */
-    uint64_t header_len;             /* JSON bytes after the 8-byte length */
-    const uint8_t *data;             /* [data_size] the data area (bytes + 8 + header_len) */
-    uint64_t data_size;              /* bytes in the data area */
-    struct jev_st_tensor *tensors;   /* [n_tensors] sorted by name */
-    int32_t n_tensors;               /* tensors in the header */
-    struct jev_st_meta *meta;        /* [n_meta] __metadata__ entries, header order */
-    int32_t n_meta;                  /* entries of meta */
-    void *block;                     /* one allocation holding tensors, meta and all strings */
+    char *path;                    /* as opened (owned), used in every message */
+    void *map;                     /* mmap base, NULL when opened from memory */
+    size_t map_size;               /* bytes mapped */
+    const uint8_t *bytes;          /* [size] the whole file */
+    size_t size;                   /* file size in bytes */
+    uint64_t header_len;           /* JSON bytes after the 8-byte length */
+    const uint8_t *data;           /* [data_size] the data area (bytes + 8 + header_len) */
+    uint64_t data_size;            /* bytes in the data area */
+    struct jev_st_tensor *tensors; /* [n_tensors] sorted by name */
+    int32_t n_tensors;             /* tensors in the header */
+    struct jev_st_meta *meta;      /* [n_meta] __metadata__ entries, header order */
+    int32_t n_meta;                /* entries of meta */
+    void *block;                   /* one allocation holding tensors, meta and all strings */
 };
 
 /* Opens and validates a file (mmap). On failure f is left closed (safe to close again). */
@@ -113,13 +113,13 @@ const char *jev_st_file_meta(const struct jev_st_file *f, const char *key);
 char *jev_st_shape_str(const int64_t *shape, int32_t ndim, char *buf, size_t size);
 
 struct jev_st_set {
-    char *dir;                              /* model directory (owned) */
-    bool sharded;                           /* opened through model.safetensors.index.json */
-    struct jev_st_file *files;              /* [n_files] */
-    int32_t n_files;                        /* 1 when not sharded */
-    const struct jev_st_tensor **by_name;   /* [n_tensors] sorted by name, across files */
-    int32_t n_tensors;                      /* tensors reachable by name */
-    uint64_t total_bytes;                   /* sum of tensor bytes reachable by name */
+    char *dir;                            /* model directory (owned) */
+    bool sharded;                         /* opened through model.safetensors.index.json */
+    struct jev_st_file *files;            /* [n_files] */
+    int32_t n_files;                      /* 1 when not sharded */
+    const struct jev_st_tensor **by_name; /* [n_tensors] sorted by name, across files */
+    int32_t n_tensors;                    /* tensors reachable by name */
+    uint64_t total_bytes;                 /* sum of tensor bytes reachable by name */
 };
 
 /*

@@ -13,8 +13,8 @@ enum jev_status jev_config_derive(struct jev_config *c, struct jev_error *err) {
     struct jev_text_config *t = &c->text;
     JEV_TRY(need(err, t->vocab_size > 0 && t->hidden > 0 && t->intermediate > 0,
                  "text_config: vocab_size, hidden_size and intermediate_size must be positive"));
-    JEV_TRY(need(err, t->n_layers > 0 && t->n_layers <= JEV_MAX_LAYERS,
-                 "text_config.num_hidden_layers must be in 1..256"));
+    JEV_TRY(
+        need(err, t->n_layers > 0 && t->n_layers <= JEV_MAX_LAYERS, "text_config.num_hidden_layers must be in 1..256"));
     t->n_full_layers = t->n_linear_layers = 0;
     for (int i = 0; i < t->n_layers; i++) {
         if (t->layer_kind[i] == JEV_LAYER_FULL)
@@ -52,8 +52,9 @@ enum jev_status jev_config_derive(struct jev_config *c, struct jev_error *err) {
         struct jev_vision_config *v = &c->vision;
         JEV_TRY(need(err, v->depth > 0 && v->hidden > 0 && v->n_heads > 0 && v->hidden % v->n_heads == 0,
                      "vision_config: depth, hidden_size and num_heads must be positive, hidden a multiple of heads"));
-        JEV_TRY(need(err, v->patch > 0 && v->temporal_patch > 0 && v->merge > 0 && v->in_channels > 0,
-                     "vision_config: patch_size, temporal_patch_size, spatial_merge_size, in_channels must be positive"));
+        JEV_TRY(
+            need(err, v->patch > 0 && v->temporal_patch > 0 && v->merge > 0 && v->in_channels > 0,
+                 "vision_config: patch_size, temporal_patch_size, spatial_merge_size, in_channels must be positive"));
         JEV_TRY(need(err, v->out_hidden == t->hidden, "vision_config.out_hidden_size must equal text hidden_size"));
         v->head_dim = v->hidden / v->n_heads;
         JEV_TRY(need(err, v->head_dim % 4 == 0, "vision_config: head dim must be a multiple of 4 (2-D rotary)"));

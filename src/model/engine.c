@@ -115,12 +115,14 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
     /* the backend's copy of the weights (the model's own for the CPU), before any activation */
     if (JEV_OK != jev_weights_mirror_init(&e->weights, cfg, &model->weights, e->ops, e->be, &e->err))
         return engine_fail(e, out, e->err.status);
-    struct jev_state_params sp = {.max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0,
-                                  .ops = e->ops, .be = e->be};
+    struct jev_state_params sp = {
+        .max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0, .ops = e->ops, .be = e->be};
     if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))
         return engine_fail(e, out, e->err.status);
-    struct jev_lm_params lp = {.max_batch_tokens = p->prefill_chunk, .max_runs = p->max_batch + 1,
-                               .max_tokens = p->max_tokens, .max_spans = jev_seq_max_spans(&e->state)};
+    struct jev_lm_params lp = {.max_batch_tokens = p->prefill_chunk,
+                               .max_runs = p->max_batch + 1,
+                               .max_tokens = p->max_tokens,
+                               .max_spans = jev_seq_max_spans(&e->state)};
     if (JEV_OK != jev_lm_init(&e->lm, cfg, e->weights.w, e->ops, e->be, &lp, &e->err))
         return engine_fail(e, out, e->err.status);
     *out = e;

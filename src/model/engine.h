@@ -20,13 +20,13 @@
 #ifndef JEV_MODEL_ENGINE_H
 #define JEV_MODEL_ENGINE_H
 
-#include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
-#include "base/error.h"  // defines: struct jev_error
-#include "base/pool.h"   // defines: struct jev_pool
-#include "jev.h"         // defines: struct jev_engine_params
-#include "model/lm.h"    // defines: struct jev_lm
-#include "model/model.h" // defines: struct jev_model
-#include "model/state.h" // defines: struct jev_state
+#include "backend/ops.h"          // defines: struct jev_ops, struct jev_backend
+#include "base/error.h"           // defines: struct jev_error
+#include "base/pool.h"            // defines: struct jev_pool
+#include "jev.h"                  // defines: struct jev_engine_params
+#include "model/lm.h"             // defines: struct jev_lm
+#include "model/model.h"          // defines: struct jev_model
+#include "model/state.h"          // defines: struct jev_state
 #include "model/weights-mirror.h" // defines: struct jev_weights_mirror
 
 #define JEV_ENGINE_MAX_TOKENS (1 << 18) /* attention scratch bound of the CPU backend */

@@ -155,8 +155,8 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     const int64_t widest = 65536;
     if (t->hidden > widest || t->intermediate > widest || t->lin_value_dim > widest || t->attn_out > widest)
         return jev_fail(err, JEV_ERR_UNSUPPORTED,
-                        "lm: matrix widths (hidden %d, intermediate %d, value %d, attention %d) above %lld",
-                        t->hidden, t->intermediate, t->lin_value_dim, t->attn_out, (long long)widest);
+                        "lm: matrix widths (hidden %d, intermediate %d, value %d, attention %d) above %lld", t->hidden,
+                        t->intermediate, t->lin_value_dim, t->attn_out, (long long)widest);
     if (t->n_full_layers > 0)
         JEV_TRY(jev_rope_init(&lm->rope, t, err));
     /* activations in backend memory (device memory for CUDA); descriptors and staging on the host */
@@ -176,13 +176,13 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     size_t T = (size_t)lm->p.max_batch_tokens;
     size_t runs = (size_t)lm->p.max_runs + 1;
     struct jev_arena *a = &lm->arena;
-#define ALLOC(field, n, type)                                                                                 \
-    do {                                                                                                      \
-        lm->field = jev_arena_alloc_array(a, (size_t)(n), sizeof(type), err);                                 \
-        if (!lm->field) {                                                                                     \
-            jev_lm_free(lm);                                                                                  \
-            return err ? err->status : JEV_ERR_NOMEM;                                                         \
-        }                                                                                                     \
+#define ALLOC(field, n, type)                                                                                          \
+    do {                                                                                                               \
+        lm->field = jev_arena_alloc_array(a, (size_t)(n), sizeof(type), err);                                          \
+        if (!lm->field) {                                                                                              \
+            jev_lm_free(lm);                                                                                           \
+            return err ? err->status : JEV_ERR_NOMEM;                                                                  \
+        }                                                                                                              \
     } while (0)
     ALLOC(x, T * (size_t)s.d, float);
     ALLOC(h, T * (size_t)s.d, float);
@@ -215,8 +215,7 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
         lm->logit_stage = ops->alloc(be, bytes);
         if (!lm->logit_stage) {
             jev_lm_free(lm);
-            return jev_fail(err, JEV_ERR_NOMEM, "lm: cannot allocate %zu bytes of %s logit staging", bytes,
-                            ops->name);
+            return jev_fail(err, JEV_ERR_NOMEM, "lm: cannot allocate %zu bytes of %s logit staging", bytes, ops->name);
         }
     }
 #undef ALLOC
@@ -390,10 +389,10 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
     const struct jev_full_attn_weights *W = &lm->w->text.layers[layer].full;
     int32_t full = lm->slice_seq[0]->st->layer_slot[layer];
     int32_t hq = t->n_heads, hkv = t->n_kv_heads, dh = t->head_dim;
-    float *qg = lm->big_a;  /* [T][Hq][2*dh] */
-    float *q = lm->big_b;   /* [T][Hq][dh] */
+    float *qg = lm->big_a;   /* [T][Hq][2*dh] */
+    float *q = lm->big_b;    /* [T][Hq][dh] */
     float *gate = lm->mid_c; /* [T][Hq*dh] */
-    float *o = lm->mid_d;   /* [T][Hq*dh] */
+    float *o = lm->mid_d;    /* [T][Hq*dh] */
 
     /* projections, then per-head norms (1 + w multipliers) and RoPE on q and k */
     ops->matmul(lm->be, &W->q, lm->h, T, qg);
@@ -523,8 +522,7 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
         }
         lm->n_logit_rows += o1 - o0;
         lm->flops += 2.0 * (double)(o1 - o0) * (double)cols * (double)D;
-        lm->bytes_streamed +=
-            (double)jev_matrix_bytes(&W->lm_head) * (double)cols / (double)W->lm_head.rows;
+        lm->bytes_streamed += (double)jev_matrix_bytes(&W->lm_head) * (double)cols / (double)W->lm_head.rows;
     }
 
     /* the tokens are in every layer's state now: advance the sequences */

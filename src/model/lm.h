@@ -34,8 +34,8 @@
 #include "model/weights.h" // defines: struct jev_weights
 
 /* Called after each step with the slice's rows (row0 = first batch row of the slice). */
-typedef void (*jev_lm_hook_fn)(void *user, const char *name, int32_t layer, const float *x, int64_t row0,
-                               int64_t rows, int64_t cols);
+typedef void (*jev_lm_hook_fn)(void *user, const char *name, int32_t layer, const float *x, int64_t row0, int64_t rows,
+                               int64_t cols);
 
 struct jev_lm_params {
     int32_t max_batch_tokens; /* tokens per internal slice (activation sizing); 0 = 512 */
@@ -45,69 +45,70 @@ struct jev_lm_params {
 };
 
 struct jev_lm_batch {
-    int32_t n_tokens;                 /* tokens in the batch */
-    const int32_t *ids;               /* [n_tokens] token ids */
-    const int32_t *pos;               /* [n_tokens][3] M-RoPE positions (t, h, w) */
-    const float *const *embd_rows;    /* [n_tokens] replacement input rows of D floats, NULL entries = embed ids; may be NULL */
-    int32_t n_runs;                   /* sequences */
-    struct jev_seq *const *seqs;      /* [n_runs] distinct sequences, appended in place */
-    const int32_t *seq_len;           /* [n_runs] tokens per run (>= 1), summing to n_tokens */
-    int32_t n_out;                    /* batch rows with logits (0 = none) */
-    const int32_t *out_idx;           /* [n_out] strictly increasing batch rows */
-    int32_t n_vocab_rows;             /* candidate vocabulary rows; 0 = the full vocabulary */
-    const int32_t *vocab_rows;        /* [n_vocab_rows] token ids whose logits are computed */
-    float *logits;                    /* [n_out][n_vocab_rows or vocab_size] out */
+    int32_t n_tokens;   /* tokens in the batch */
+    const int32_t *ids; /* [n_tokens] token ids */
+    const int32_t *pos; /* [n_tokens][3] M-RoPE positions (t, h, w) */
+    const float *const
+        *embd_rows; /* [n_tokens] replacement input rows of D floats, NULL entries = embed ids; may be NULL */
+    int32_t n_runs; /* sequences */
+    struct jev_seq *const *seqs; /* [n_runs] distinct sequences, appended in place */
+    const int32_t *seq_len;      /* [n_runs] tokens per run (>= 1), summing to n_tokens */
+    int32_t n_out;               /* batch rows with logits (0 = none) */
+    const int32_t *out_idx;      /* [n_out] strictly increasing batch rows */
+    int32_t n_vocab_rows;        /* candidate vocabulary rows; 0 = the full vocabulary */
+    const int32_t *vocab_rows;   /* [n_vocab_rows] token ids whose logits are computed */
+    float *logits;               /* [n_out][n_vocab_rows or vocab_size] out */
 };
 
 struct jev_lm {
-    const struct jev_config *cfg;     /* model hyperparameters (not owned) */
-    const struct jev_weights *w;      /* weights (not owned, read-only) */
-    const struct jev_ops *ops;        /* backend op table */
-    struct jev_backend *be;           /* backend instance (not owned) */
-    struct jev_rope rope;             /* inverse frequencies and axes */
-    struct jev_lm_params p;           /* sizes, defaults filled */
-    struct jev_arena arena;           /* the activation buffers below, in backend memory (ops->alloc) */
-    struct jev_arena host_arena;      /* run descriptors and, for a device backend, host staging */
-    void *arena_block;                /* arena's block, from ops->alloc */
+    const struct jev_config *cfg; /* model hyperparameters (not owned) */
+    const struct jev_weights *w;  /* weights (not owned, read-only) */
+    const struct jev_ops *ops;    /* backend op table */
+    struct jev_backend *be;       /* backend instance (not owned) */
+    struct jev_rope rope;         /* inverse frequencies and axes */
+    struct jev_lm_params p;       /* sizes, defaults filled */
+    struct jev_arena arena;       /* the activation buffers below, in backend memory (ops->alloc) */
+    struct jev_arena host_arena;  /* run descriptors and, for a device backend, host staging */
+    void *arena_block;            /* arena's block, from ops->alloc */
     /* activations of one slice of up to T = max_batch_tokens tokens */
-    float *x;                         /* [T][D] residual stream */
-    float *h;                         /* [T][D] normed input of a sub-layer */
-    float *out;                       /* [T][D] sub-layer output */
-    float *big_a;                     /* [T][max(conv_dim, 2*Hq*dh, F)] qkv / q-gate / MLP gate */
-    float *big_b;                     /* [T][max(conv_dim, Hq*dh, F)] conv out / q / MLP up */
-    float *mid_c;                     /* [T][max(value_dim, Hq*dh)] z / attention gate */
-    float *mid_d;                     /* [T][max(value_dim, Hq*dh)] delta-rule / attention output */
-    float *kbuf;                      /* [T][kv_dim] new keys */
-    float *vbuf;                      /* [T][kv_dim] new values */
-    float *ga;                        /* [T][Hv] a projections */
-    float *gb;                        /* [T][Hv] b projections */
-    float *gg;                        /* [T][Hv] log decay g */
-    float *gbeta;                     /* [T][Hv] beta */
-    float *cos;                       /* [T][n_freq] */
-    float *sin;                       /* [T][n_freq] */
-    float *xo;                        /* [T][D] final-normed rows at logit positions */
-    struct jev_kv_span *spans;        /* [max_runs][max_spans] */
-    struct jev_attn_run *attn_runs;   /* [max_runs] (a slice may split a run: max_runs + 1) */
-    struct jev_gdn_run *gdn_runs;     /* [max_runs + 1] */
-    struct jev_seq **slice_seq;       /* [max_runs + 1] sequence of each slice run */
-    int32_t *slice_len;               /* [max_runs + 1] tokens of each slice run */
+    float *x;                       /* [T][D] residual stream */
+    float *h;                       /* [T][D] normed input of a sub-layer */
+    float *out;                     /* [T][D] sub-layer output */
+    float *big_a;                   /* [T][max(conv_dim, 2*Hq*dh, F)] qkv / q-gate / MLP gate */
+    float *big_b;                   /* [T][max(conv_dim, Hq*dh, F)] conv out / q / MLP up */
+    float *mid_c;                   /* [T][max(value_dim, Hq*dh)] z / attention gate */
+    float *mid_d;                   /* [T][max(value_dim, Hq*dh)] delta-rule / attention output */
+    float *kbuf;                    /* [T][kv_dim] new keys */
+    float *vbuf;                    /* [T][kv_dim] new values */
+    float *ga;                      /* [T][Hv] a projections */
+    float *gb;                      /* [T][Hv] b projections */
+    float *gg;                      /* [T][Hv] log decay g */
+    float *gbeta;                   /* [T][Hv] beta */
+    float *cos;                     /* [T][n_freq] */
+    float *sin;                     /* [T][n_freq] */
+    float *xo;                      /* [T][D] final-normed rows at logit positions */
+    struct jev_kv_span *spans;      /* [max_runs][max_spans] */
+    struct jev_attn_run *attn_runs; /* [max_runs] (a slice may split a run: max_runs + 1) */
+    struct jev_gdn_run *gdn_runs;   /* [max_runs + 1] */
+    struct jev_seq **slice_seq;     /* [max_runs + 1] sequence of each slice run */
+    int32_t *slice_len;             /* [max_runs + 1] tokens of each slice run */
     /* staging for a device backend (NULL when backend memory is host memory) */
-    float *host_cos, *host_sin;       /* [T][n_freq] tables computed on the host, then uploaded */
-    float *host_rows;                 /* [T][D] a hook's view of an activation */
-    float *logit_stage;               /* [logit_stage_rows][vocab] backend memory, downloaded into the caller's */
+    float *host_cos, *host_sin; /* [T][n_freq] tables computed on the host, then uploaded */
+    float *host_rows;           /* [T][D] a hook's view of an activation */
+    float *logit_stage;         /* [logit_stage_rows][vocab] backend memory, downloaded into the caller's */
     int32_t logit_stage_rows;
     /* debug hook */
-    jev_lm_hook_fn hook;              /* NULL = none */
-    void *hook_user;                  /* passed to hook */
+    jev_lm_hook_fn hook; /* NULL = none */
+    void *hook_user;     /* passed to hook */
     /* counters */
-    int64_t n_forwards;               /* jev_lm_forward calls that ran */
-    int64_t n_slices;                 /* internal slices run */
-    int64_t n_tokens;                 /* tokens processed */
-    int64_t n_logit_rows;             /* rows of logits computed */
-    double bytes_streamed;            /* weight bytes read by matmuls (each slice streams every layer once) */
-    double flops;                     /* dense flops: 2 x multiply-adds of the matmuls, attention scores and sums */
-    size_t layer_bytes;               /* weight bytes of all decoder layers */
-    double layer_macs;                /* multiply-adds per token of all decoder-layer matrices */
+    int64_t n_forwards;    /* jev_lm_forward calls that ran */
+    int64_t n_slices;      /* internal slices run */
+    int64_t n_tokens;      /* tokens processed */
+    int64_t n_logit_rows;  /* rows of logits computed */
+    double bytes_streamed; /* weight bytes read by matmuls (each slice streams every layer once) */
+    double flops;          /* dense flops: 2 x multiply-adds of the matmuls, attention scores and sums */
+    size_t layer_bytes;    /* weight bytes of all decoder layers */
+    double layer_macs;     /* multiply-adds per token of all decoder-layer matrices */
 };
 
 /* Sizes and allocates the activations; cfg and w must outlive lm. */

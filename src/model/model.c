@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/config-json.h" // defines: struct jev_quant_overrides
+#include "model/config-json.h" // defines: struct jev_quant_overrides
 
 /* All zero: every core, the CPU backend, vision loaded. */
 struct jev_model_params jev_model_default_params(void) {
@@ -103,8 +103,8 @@ enum jev_status jev_model_load(const char *dir, const struct jev_model_params *p
                                char *err, size_t err_size) {
     struct jev_error e = {0};
     struct jev_model *m = NULL;
-    enum jev_status st = out ? jev_model_open(dir, params, &m, &e)
-                             : jev_fail(&e, JEV_ERR_INVALID_ARG, "jev_model_load: out is NULL");
+    enum jev_status st =
+        out ? jev_model_open(dir, params, &m, &e) : jev_fail(&e, JEV_ERR_INVALID_ARG, "jev_model_load: out is NULL");
     if (out)
         *out = m;
     jev_error_copy(&e, err, err_size);

@@ -15,7 +15,7 @@
 #include "base/arena.h"      // defines: struct jev_arena
 #include "base/error.h"      // defines: struct jev_error
 #include "base/sha256.h"     // defines: JEV_SHA256_HEX
-#include "io/model-dir.h"    // defines: enum jev_layout
+#include "model/model-dir.h" // defines: enum jev_layout
 #include "io/safetensors.h"  // defines: struct jev_st_set
 #include "jev.h"             // defines: struct jev_model_params
 #include "model/config.h"    // defines: struct jev_config

@@ -11,9 +11,9 @@ static enum jev_status positions(const int32_t *ids, int32_t n, int32_t image_pa
     if (n < 0 || n_images < 0 || merge < 1)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "mrope: bad sizes (%d tokens, %d images, merge %d)", n, n_images,
                         merge);
-#define pt(k) pos[(int64_t)(k) * ts]
-#define ph(k) pos[as + (int64_t)(k) * ts]
-#define pw(k) pos[2 * as + (int64_t)(k) * ts]
+#define pt(k) pos[(int64_t)(k)*ts]
+#define ph(k) pos[as + (int64_t)(k)*ts]
+#define pw(k) pos[2 * as + (int64_t)(k)*ts]
     int64_t cur = 0, maxp = -1;
     int32_t img = 0;
     for (int32_t i = 0; i < n;) {
@@ -40,8 +40,8 @@ static enum jev_status positions(const int32_t *ids, int32_t n, int32_t image_pa
             int32_t mh = g->grid_h / merge, mw = g->grid_w / merge;
             if ((int64_t)(j - i) != (int64_t)mh * mw)
                 return jev_fail(err, JEV_ERR_INVALID_ARG,
-                                "mrope: image-pad run %d has %d tokens but image %d (grid %dx%d) needs %d", img,
-                                j - i, img, g->grid_h, g->grid_w, mh * mw);
+                                "mrope: image-pad run %d has %d tokens but image %d (grid %dx%d) needs %d", img, j - i,
+                                img, g->grid_h, g->grid_w, mh * mw);
             for (int32_t k = i; k < j; k++) { /* row-major over the merged grid */
                 int32_t r = (k - i) / mw, c = (k - i) % mw;
                 pt(k) = (int32_t)cur;
@@ -68,8 +68,8 @@ static enum jev_status positions(const int32_t *ids, int32_t n, int32_t image_pa
 }
 
 enum jev_status jev_mrope_positions(const int32_t *ids, int32_t n, int32_t image_pad,
-                                    const struct jev_mrope_image *images, int32_t n_images, int32_t merge,
-                                    int32_t *pos, int32_t *rope_delta, struct jev_error *err) {
+                                    const struct jev_mrope_image *images, int32_t n_images, int32_t merge, int32_t *pos,
+                                    int32_t *rope_delta, struct jev_error *err) {
     return positions(ids, n, image_pad, images, n_images, merge, pos, n, 1, rope_delta, err);
 }
 

@@ -35,8 +35,8 @@ struct jev_mrope_image {
  * JEV_ERR_INVALID_ARG naming the run. rope_delta may be NULL.
  */
 enum jev_status jev_mrope_positions(const int32_t *ids, int32_t n, int32_t image_pad,
-                                    const struct jev_mrope_image *images, int32_t n_images, int32_t merge,
-                                    int32_t *pos, int32_t *rope_delta, struct jev_error *err);
+                                    const struct jev_mrope_image *images, int32_t n_images, int32_t merge, int32_t *pos,
+                                    int32_t *rope_delta, struct jev_error *err);
 
 /* The same with the per-token layout pos [n][3] (t, h, w per token), the one jev_lm_batch.pos takes. */
 enum jev_status jev_mrope_positions_t3(const int32_t *ids, int32_t n, int32_t image_pad,

@@ -46,8 +46,8 @@ void jev_rope_axes(const int32_t section[3], bool interleaved, int32_t n_freq, u
 
 enum jev_status jev_rope_init(struct jev_rope *r, const struct jev_text_config *t, struct jev_error *err) {
     if (t->rotary_dim <= 0 || t->rotary_dim % 2 != 0 || t->rotary_dim / 2 > JEV_ROPE_MAX_FREQ)
-        return jev_fail(err, JEV_ERR_UNSUPPORTED, "rope: rotary dim %d must be even and at most %d",
-                        t->rotary_dim, 2 * JEV_ROPE_MAX_FREQ);
+        return jev_fail(err, JEV_ERR_UNSUPPORTED, "rope: rotary dim %d must be even and at most %d", t->rotary_dim,
+                        2 * JEV_ROPE_MAX_FREQ);
     r->rot_dim = t->rotary_dim;
     r->n_freq = t->rotary_dim / 2;
     jev_rope_inv_freq(t->rope_theta, r->rot_dim, r->inv_freq);

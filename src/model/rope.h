@@ -32,10 +32,10 @@
 enum jev_rope_axis { JEV_ROPE_T = 0, JEV_ROPE_H = 1, JEV_ROPE_W = 2 };
 
 struct jev_rope {
-    int32_t rot_dim;                     /* rotated dims per head (even) */
-    int32_t n_freq;                      /* rot_dim / 2 frequency pairs */
-    float inv_freq[JEV_ROPE_MAX_FREQ];   /* [n_freq] f32 inverse frequencies, torch's values */
-    uint8_t axis[JEV_ROPE_MAX_FREQ];     /* [n_freq] enum jev_rope_axis of each pair */
+    int32_t rot_dim;                   /* rotated dims per head (even) */
+    int32_t n_freq;                    /* rot_dim / 2 frequency pairs */
+    float inv_freq[JEV_ROPE_MAX_FREQ]; /* [n_freq] f32 inverse frequencies, torch's values */
+    uint8_t axis[JEV_ROPE_MAX_FREQ];   /* [n_freq] enum jev_rope_axis of each pair */
 };
 
 /* Fills r from the text config (rotary_dim, rope_theta, mrope_section, interleaving). */

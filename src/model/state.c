@@ -65,8 +65,8 @@ static float *block_alloc(const struct jev_state *st, size_t n) {
  * blocks once. The limits keep every size computation inside int64 and the
  * page ids inside int32.
  */
-enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cfg,
-                               const struct jev_state_params *p, struct jev_error *err) {
+enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cfg, const struct jev_state_params *p,
+                               struct jev_error *err) {
     memset(st, 0, sizeof *st);
     const struct jev_text_config *t = &cfg->text;
     if (p->max_tokens <= 0 || p->max_seqs <= 0 || p->kv_tokens < 0)
@@ -74,8 +74,8 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
                         p->max_tokens, p->max_seqs);
     if (p->max_tokens > (1 << 24) || p->max_seqs > 4096)
         return jev_fail(err, JEV_ERR_INVALID_ARG,
-                        "state: max_tokens %d (limit 16777216) or max_seqs %d (limit 4096) too large",
-                        p->max_tokens, p->max_seqs);
+                        "state: max_tokens %d (limit 16777216) or max_seqs %d (limit 4096) too large", p->max_tokens,
+                        p->max_seqs);
     st->n_layers = t->n_layers;
     st->n_full = t->n_full_layers;
     st->n_linear = t->n_linear_layers;
@@ -274,8 +274,8 @@ enum jev_status jev_seq_reserve(struct jev_seq *seq, int32_t n, struct jev_error
     int32_t need = div_up((int64_t)seq->n_tokens + n - seq->n_prefix, JEV_KV_PAGE);
     if (need - seq->n_pages > st->n_free)
         return jev_fail(err, JEV_ERR_CONTEXT_FULL,
-                        "state: the K/V pool is full (%d pages of %d tokens in use, %d more needed)",
-                        pages_in_use(st), JEV_KV_PAGE, need - seq->n_pages - st->n_free);
+                        "state: the K/V pool is full (%d pages of %d tokens in use, %d more needed)", pages_in_use(st),
+                        JEV_KV_PAGE, need - seq->n_pages - st->n_free);
     while (seq->n_pages < need)
         seq->pages[seq->n_pages++] = st->free_pages[--st->n_free];
     if (pages_in_use(st) > st->peak_pages)

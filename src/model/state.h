@@ -34,9 +34,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/ops.h"   // defines: struct jev_kv_span
-#include "base/error.h"    // defines: struct jev_error
-#include "model/config.h"  // defines: struct jev_config
+#include "backend/ops.h"  // defines: struct jev_kv_span
+#include "base/error.h"   // defines: struct jev_error
+#include "model/config.h" // defines: struct jev_config
 
 #define JEV_KV_PAGE 64 /* tokens per K/V page */
 
@@ -71,37 +71,37 @@ struct jev_seq {
 
 struct jev_state {
     /* sizes */
-    int32_t n_layers;       /* decoder layers */
-    int32_t n_full;         /* FULL layers */
-    int32_t n_linear;       /* LINEAR layers */
+    int32_t n_layers;                   /* decoder layers */
+    int32_t n_full;                     /* FULL layers */
+    int32_t n_linear;                   /* LINEAR layers */
     int32_t layer_slot[JEV_MAX_LAYERS]; /* index among layers of the same kind */
-    int32_t kv_dim;         /* Hkv * dh */
-    int32_t conv_dim;       /* 2 * key_dim + value_dim */
-    int32_t conv_keep;      /* K - 1 */
-    int64_t ssm_floats;     /* Hv * dk * dv per layer */
-    int32_t max_tokens;     /* per-sequence limit */
-    int32_t max_seqs;       /* slots */
-    int32_t max_pages;      /* pages one sequence may own */
-    int32_t n_pages;        /* pages in the pool */
+    int32_t kv_dim;                     /* Hkv * dh */
+    int32_t conv_dim;                   /* 2 * key_dim + value_dim */
+    int32_t conv_keep;                  /* K - 1 */
+    int64_t ssm_floats;                 /* Hv * dk * dv per layer */
+    int32_t max_tokens;                 /* per-sequence limit */
+    int32_t max_seqs;                   /* slots */
+    int32_t max_pages;                  /* pages one sequence may own */
+    int32_t n_pages;                    /* pages in the pool */
     /* storage (allocated once) */
     const struct jev_ops *ops; /* the backend owning kv and lin (jev_cpu_ops when none was named) */
     struct jev_backend *be;
-    float *kv;              /* [n_pages][n_full][2][JEV_KV_PAGE][kv_dim] */
-    float *lin;             /* [max_seqs][n_linear * ((K-1)*conv_dim + ssm_floats)] */
-    struct jev_seq *seqs;   /* [max_seqs] */
-    int32_t *page_table;    /* [max_seqs][max_pages] */
-    int32_t *free_pages;    /* [n_pages] stack of free page ids */
-    int32_t n_free;         /* entries of free_pages */
+    float *kv;            /* [n_pages][n_full][2][JEV_KV_PAGE][kv_dim] */
+    float *lin;           /* [max_seqs][n_linear * ((K-1)*conv_dim + ssm_floats)] */
+    struct jev_seq *seqs; /* [max_seqs] */
+    int32_t *page_table;  /* [max_seqs][max_pages] */
+    int32_t *free_pages;  /* [n_pages] stack of free page ids */
+    int32_t n_free;       /* entries of free_pages */
     /* statistics */
-    int32_t n_live;         /* live slots */
-    int32_t peak_pages;     /* most pages in use at once */
-    int64_t n_forks;        /* forks made */
-    size_t bytes;           /* bytes allocated at init */
+    int32_t n_live;     /* live slots */
+    int32_t peak_pages; /* most pages in use at once */
+    int64_t n_forks;    /* forks made */
+    size_t bytes;       /* bytes allocated at init */
 };
 
 /* Sizes and allocates the pool. */
-enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cfg,
-                               const struct jev_state_params *p, struct jev_error *err);
+enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cfg, const struct jev_state_params *p,
+                               struct jev_error *err);
 void jev_state_free(struct jev_state *st);
 
 /* Bytes jev_state_init would allocate for these parameters (for planning). */

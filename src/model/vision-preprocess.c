@@ -175,8 +175,7 @@ done:
     return st;
 }
 
-enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out,
-                                           struct jev_error *err) {
+enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out, struct jev_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f)
         return jev_fail(err, JEV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -203,8 +202,9 @@ enum jev_status jev_smart_resize(int64_t h, int64_t w, int64_t factor, int64_t m
     double hd = (double)h, wd = (double)w, f = (double)factor;
     double ratio = (double)(h > w ? h : w) / (double)(h > w ? w : h);
     if (ratio > 200.0)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "image: %lldx%lld: absolute aspect ratio must be smaller than 200, got %g",
-                        (long long)w, (long long)h, ratio);
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "image: %lldx%lld: absolute aspect ratio must be smaller than 200, got %g", (long long)w,
+                        (long long)h, ratio);
     int64_t hb = (int64_t)jev_round_half_even(hd / f) * factor;
     int64_t wb = (int64_t)jev_round_half_even(wd / f) * factor;
     if (hb * wb > max_pixels) {
@@ -230,8 +230,8 @@ enum jev_status jev_smart_resize(int64_t h, int64_t w, int64_t factor, int64_t m
     return JEV_OK;
 }
 
-enum jev_status jev_vision_target_size(const struct jev_preprocess_config *cfg, int32_t h, int32_t w,
-                                       int32_t bound, struct jev_vision_size *out, struct jev_error *err) {
+enum jev_status jev_vision_target_size(const struct jev_preprocess_config *cfg, int32_t h, int32_t w, int32_t bound,
+                                       struct jev_vision_size *out, struct jev_error *err) {
     memset(out, 0, sizeof *out);
     int32_t factor = cfg->patch * cfg->merge;
     int32_t H = h, W = w;

@@ -71,16 +71,15 @@ struct jev_preprocess_config jev_preprocess_config_qwen35(void);
  */
 enum jev_status jev_preprocess_config_parse(const char *text, size_t len, const char *name,
                                             struct jev_preprocess_config *out, struct jev_error *err);
-enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out,
-                                           struct jev_error *err);
+enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out, struct jev_error *err);
 
 /* Where an image goes: the resized size, its patch grid and token count. */
 struct jev_vision_size {
-    int32_t height, width;   /* resized pixels (H, W) */
-    int32_t grid_h, grid_w;  /* patches: H / patch, W / patch */
-    int32_t n_patches;       /* grid_h * grid_w (rows of pixel_values) */
-    int32_t n_tokens;        /* n_patches / merge^2 (image pads in the prompt) */
-    int32_t patch_dim;       /* 3 * temporal_patch * patch * patch */
+    int32_t height, width;  /* resized pixels (H, W) */
+    int32_t grid_h, grid_w; /* patches: H / patch, W / patch */
+    int32_t n_patches;      /* grid_h * grid_w (rows of pixel_values) */
+    int32_t n_tokens;       /* n_patches / merge^2 (image pads in the prompt) */
+    int32_t patch_dim;      /* 3 * temporal_patch * patch * patch */
 };
 
 /* Python's round(): half to even, on the exact double value. */
@@ -91,8 +90,8 @@ enum jev_status jev_smart_resize(int64_t h, int64_t w, int64_t factor, int64_t m
                                  int32_t *out_h, int32_t *out_w, struct jev_error *err);
 
 /* Step 1: the target size of an h x w image; bound <= 0 means no bound. */
-enum jev_status jev_vision_target_size(const struct jev_preprocess_config *cfg, int32_t h, int32_t w,
-                                       int32_t bound, struct jev_vision_size *out, struct jev_error *err);
+enum jev_status jev_vision_target_size(const struct jev_preprocess_config *cfg, int32_t h, int32_t w, int32_t bound,
+                                       struct jev_vision_size *out, struct jev_error *err);
 
 /*
  * Step 2: resamples RGB8 src [h][w][3] to dst [H][W][3] exactly as torch's

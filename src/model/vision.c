@@ -89,8 +89,8 @@ int32_t jev_vision_inv_freq(int32_t head_dim, double theta, float *out) {
 /* ---- lifetime ---- */
 
 enum jev_status jev_vision_init(struct jev_vision *v, const struct jev_vision_config *cfg,
-                                const struct jev_vision_weights *w, const struct jev_ops *ops,
-                                struct jev_backend *be, int32_t max_patches, struct jev_error *err) {
+                                const struct jev_vision_weights *w, const struct jev_ops *ops, struct jev_backend *be,
+                                int32_t max_patches, struct jev_error *err) {
     memset(v, 0, sizeof *v);
     int32_t mm = cfg->merge * cfg->merge;
     if (max_patches < mm || max_patches % mm != 0)
@@ -100,10 +100,11 @@ enum jev_status jev_vision_init(struct jev_vision *v, const struct jev_vision_co
         return jev_fail(err, JEV_ERR_UNSUPPORTED, "vision: head dim %d (at most %d, a multiple of 4)", cfg->head_dim,
                         JEV_VISION_MAX_HEAD_DIM);
     if (!w->patch_w || !w->blocks || !ops->vision_attention)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "vision: the model has no vision weights or the backend no vision ops");
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "vision: the model has no vision weights or the backend no vision ops");
     if (w->pos_embed.rows != cfg->n_pos_embed || w->pos_embed.cols != cfg->hidden)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "vision: pos_embed is [%d, %d], expected [%d, %d]",
-                        w->pos_embed.rows, w->pos_embed.cols, cfg->n_pos_embed, cfg->hidden);
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "vision: pos_embed is [%d, %d], expected [%d, %d]", w->pos_embed.rows,
+                        w->pos_embed.cols, cfg->n_pos_embed, cfg->hidden);
     struct vision_dims d = dims_of(cfg);
     size_t n = (size_t)max_patches;
     bool staging = !ops->host_memory;
@@ -248,8 +249,8 @@ enum jev_status jev_vision_forward(struct jev_vision *v, const float *pixels, in
     }
 
     /* patch embedding: Conv3d with kernel = stride = (T, P, P) is x = pix . W^T + b over the (c, t, y, x) vector */
-    struct jev_matrix pe = {.type = JEV_MTYPE_F32, .rows = D, .cols = c->patch_dim, .data = w->patch_w,
-                            .name = "patch_embed.proj.weight"};
+    struct jev_matrix pe = {
+        .type = JEV_MTYPE_F32, .rows = D, .cols = c->patch_dim, .data = w->patch_w, .name = "patch_embed.proj.weight"};
     ops->matmul(be, &pe, pix, N, v->x);
     ops->add_bias(be, v->x, w->patch_b, N, D);
     dbg(v, "patch_embed", -1, v->x, N, D);
@@ -260,7 +261,8 @@ enum jev_status jev_vision_forward(struct jev_vision *v, const float *pixels, in
     for (int32_t l = 0; l < c->depth; l++) {
         const struct jev_vision_block_weights *b = &w->blocks[l];
         /* attention: x = x + proj(attn(rope(qkv(norm1(x))))) */
-        ops->layernorm(be, v->x, b->norm1_w, b->norm1_b, N, D, 1e-6f, v->h); /* nn.LayerNorm(eps=1e-6), fixed in the model code */
+        ops->layernorm(be, v->x, b->norm1_w, b->norm1_b, N, D, 1e-6f,
+                       v->h); /* nn.LayerNorm(eps=1e-6), fixed in the model code */
         ops->matmul(be, &b->qkv, v->h, N, v->qkv);
         ops->add_bias(be, v->qkv, b->qkv_b, N, 3 * D);
         ops->vision_rope(be, v->qkv, v->cos, v->sin, N, H, hd);

@@ -28,39 +28,38 @@
 #include "model/config.h"  // defines: struct jev_vision_config
 #include "model/weights.h" // defines: struct jev_vision_weights
 
-#define JEV_VISION_MAX_HEAD_DIM 256 /* rotary tables hold head_dim / 4 frequencies */
+#define JEV_VISION_MAX_HEAD_DIM 256   /* rotary tables hold head_dim / 4 frequencies */
 #define JEV_VISION_ROPE_THETA 10000.0 /* the axial rope base (transformers' default_theta; not in config.json) */
 
 /* Called after each step with the tensor just computed (tests, dumps); may be NULL. */
-typedef void (*jev_vision_hook_fn)(void *arg, const char *name, int layer, const float *t, int64_t rows,
-                                   int64_t cols);
+typedef void (*jev_vision_hook_fn)(void *arg, const char *name, int layer, const float *t, int64_t rows, int64_t cols);
 
 /* The tower's runtime: weights (not owned), ops, and activations for up to max_patches patches. */
 struct jev_vision {
-    const struct jev_vision_config *cfg;  /* sizes (not owned) */
-    const struct jev_vision_weights *w;   /* weights (not owned) */
-    const struct jev_ops *ops;            /* backend op table */
-    struct jev_backend *be;               /* backend instance (not owned) */
-    int32_t max_patches;                  /* capacity N of every buffer below */
-    struct jev_arena arena;               /* the float buffers x .. sin, in backend memory (ops->alloc) */
-    void *arena_block;                    /* its block */
-    struct jev_arena host_arena;          /* pos_idx, pos_w and a device backend's host tables */
-    float *x;                             /* [N][Dv] residual stream */
-    float *h;                             /* [N][Dv] normed input of a sub-layer; merger input [N/4][4Dv] */
-    float *qkv;                           /* [N][3Dv] q | k | v */
-    float *att;                           /* [N][Dv] attention output (heads concatenated) */
-    float *mlp;                           /* [N][max(I, Dv)] MLP hidden; merger hidden [N/4][4Dv] */
-    float *cos, *sin;                     /* [N][head_dim] rotary tables */
-    int32_t *pos_idx;                     /* [N][4] bilinear taps into the pos_embed table */
-    float *pos_w;                         /* [N][4] their weights */
-    float *host_cos, *host_sin;           /* device backend: the tables built here, then uploaded; else NULL */
-    float *host_rows;                     /* device backend: a hook's view [N][Dv]; else NULL */
+    const struct jev_vision_config *cfg;         /* sizes (not owned) */
+    const struct jev_vision_weights *w;          /* weights (not owned) */
+    const struct jev_ops *ops;                   /* backend op table */
+    struct jev_backend *be;                      /* backend instance (not owned) */
+    int32_t max_patches;                         /* capacity N of every buffer below */
+    struct jev_arena arena;                      /* the float buffers x .. sin, in backend memory (ops->alloc) */
+    void *arena_block;                           /* its block */
+    struct jev_arena host_arena;                 /* pos_idx, pos_w and a device backend's host tables */
+    float *x;                                    /* [N][Dv] residual stream */
+    float *h;                                    /* [N][Dv] normed input of a sub-layer; merger input [N/4][4Dv] */
+    float *qkv;                                  /* [N][3Dv] q | k | v */
+    float *att;                                  /* [N][Dv] attention output (heads concatenated) */
+    float *mlp;                                  /* [N][max(I, Dv)] MLP hidden; merger hidden [N/4][4Dv] */
+    float *cos, *sin;                            /* [N][head_dim] rotary tables */
+    int32_t *pos_idx;                            /* [N][4] bilinear taps into the pos_embed table */
+    float *pos_w;                                /* [N][4] their weights */
+    float *host_cos, *host_sin;                  /* device backend: the tables built here, then uploaded; else NULL */
+    float *host_rows;                            /* device backend: a hook's view [N][Dv]; else NULL */
     float inv_freq[JEV_VISION_MAX_HEAD_DIM / 4]; /* head_dim / 4 inverse frequencies (f32, as torch) */
-    int32_t n_freq;                       /* entries of inv_freq */
-    int64_t n_forwards;                   /* counter: forwards run */
-    double forward_ms;                    /* counter: their total wall time */
-    jev_vision_hook_fn hook;              /* debug hook (NULL: none) */
-    void *hook_arg;                       /* its argument */
+    int32_t n_freq;                              /* entries of inv_freq */
+    int64_t n_forwards;                          /* counter: forwards run */
+    double forward_ms;                           /* counter: their total wall time */
+    jev_vision_hook_fn hook;                     /* debug hook (NULL: none) */
+    void *hook_arg;                              /* its argument */
 };
 
 /*
@@ -68,8 +67,8 @@ struct jev_vision {
  * allocates them once. cfg and w must outlive v.
  */
 enum jev_status jev_vision_init(struct jev_vision *v, const struct jev_vision_config *cfg,
-                                const struct jev_vision_weights *w, const struct jev_ops *ops,
-                                struct jev_backend *be, int32_t max_patches, struct jev_error *err);
+                                const struct jev_vision_weights *w, const struct jev_ops *ops, struct jev_backend *be,
+                                int32_t max_patches, struct jev_error *err);
 void jev_vision_free(struct jev_vision *v);
 
 /* Bytes jev_vision_init allocates for a capacity (the memory figure of the benchmark). */

@@ -9,17 +9,17 @@
  * piece of body (appended, or dropped once over the limit), and once more
  * with no data when the body is complete (we answer then).
  *
- * What it is not: the request format (decide/request.h), the answers
- * (decide/pipeline.h), the error body (decide/answer.h).
+ * What it is not: the request format (wire/request.h), the answers
+ * (wire/route.h), the error body (wire/response.h).
  */
 #include "server/server.h" // defines: struct jev_server_params, jev_server_start
 
-#include "base/log.h"        // defines: jev_log
-#include "base/timing.h"     // defines: jev_now_ms
-#include "decide/answer.h"   // defines: jev_response_error, jev_response_request_error
-#include "decide/jsonw.h"    // defines: struct jev_jsonw
-#include "decide/request.h"  // defines: jev_request_parse_systemone, jev_request_parse_openai
-#include "model/model.h"     // defines: struct jev_model (dir, params)
+#include "base/log.h"      // defines: jev_log
+#include "base/timing.h"   // defines: jev_now_ms
+#include "io/jsonw.h"      // defines: struct jev_jsonw
+#include "model/model.h"   // defines: struct jev_model (dir, params)
+#include "wire/request.h"  // defines: jev_request_parse_systemone, jev_request_parse_openai
+#include "wire/response.h" // defines: jev_response_error, jev_response_request_error
 
 #include <microhttpd.h>
 
@@ -39,39 +39,39 @@
 #include <unistd.h>
 
 struct jev_server {
-    struct MHD_Daemon *daemon;     /* NULL until started */
-    struct jev_model *model;       /* not owned */
-    struct jev_decider *decider;   /* not owned; used under decide_lock only */
-    pthread_mutex_t decide_lock;   /* one decision at a time */
-    pthread_mutex_t log_lock;      /* start_msg */
-    atomic_int admitted;           /* requests past the queue gate and not finished */
-    atomic_ullong next_id;         /* request counter for the ids */
-    uint32_t id_prefix;            /* random per server: ids stay unique across restarts */
-    int32_t port;                  /* the bound port */
-    int32_t max_queue;             /* params.max_queue */
-    size_t max_body;               /* resolved params.max_body_bytes */
-    char *api_key;                 /* owned copy; NULL = no authentication */
-    size_t api_key_len;            /* strlen(api_key) */
-    char model_name[256];          /* the model directory's last component, as responses say it */
-    bool starting;                 /* MHD's messages go to start_msg while true */
-    char start_msg[256];           /* MHD's first message during start (why a bind failed) */
-    struct sockaddr_storage addr;  /* the address bound */
+    struct MHD_Daemon *daemon;    /* NULL until started */
+    struct jev_model *model;      /* not owned */
+    struct jev_decider *decider;  /* not owned; used under decide_lock only */
+    pthread_mutex_t decide_lock;  /* one decision at a time */
+    pthread_mutex_t log_lock;     /* start_msg */
+    atomic_int admitted;          /* requests past the queue gate and not finished */
+    atomic_ullong next_id;        /* request counter for the ids */
+    uint32_t id_prefix;           /* random per server: ids stay unique across restarts */
+    int32_t port;                 /* the bound port */
+    int32_t max_queue;            /* params.max_queue */
+    size_t max_body;              /* resolved params.max_body_bytes */
+    char *api_key;                /* owned copy; NULL = no authentication */
+    size_t api_key_len;           /* strlen(api_key) */
+    char model_name[256];         /* the model directory's last component, as responses say it */
+    bool starting;                /* MHD's messages go to start_msg while true */
+    char start_msg[256];          /* MHD's first message during start (why a bind failed) */
+    struct sockaddr_storage addr; /* the address bound */
 };
 
 enum route { ROUTE_NONE, ROUTE_SYSTEMONE, ROUTE_DECISIONS, ROUTE_MODELS, ROUTE_HEALTH };
 
 /* One request's state, from its headers to its completion callback. */
 struct request {
-    enum route route;    /* what the path names */
-    double start_ms;     /* when the headers arrived */
-    char id[40];         /* x-typesafe-request-id */
-    char method[16];     /* for the log line */
-    char path[128];      /* for the log line (truncated) */
-    char *body;          /* received body, NUL-terminated; NULL while empty */
-    size_t len;          /* bytes in body */
-    size_t cap;          /* bytes allocated */
-    bool too_large;      /* the body passed the limit: the rest is dropped, the answer is 413 */
-    bool answered;       /* a response was queued */
+    enum route route; /* what the path names */
+    double start_ms;  /* when the headers arrived */
+    char id[40];      /* x-typesafe-request-id */
+    char method[16];  /* for the log line */
+    char path[128];   /* for the log line (truncated) */
+    char *body;       /* received body, NUL-terminated; NULL while empty */
+    size_t len;       /* bytes in body */
+    size_t cap;       /* bytes allocated */
+    bool too_large;   /* the body passed the limit: the rest is dropped, the answer is 413 */
+    bool answered;    /* a response was queued */
 };
 
 struct jev_server_params jev_server_default_params(void) {
@@ -90,7 +90,8 @@ struct jev_server_params jev_server_default_params(void) {
 /* ---- responses ---- */
 
 /* Used when even the error body cannot be allocated. */
-static const char oom_body[] = "{\"error\":{\"message\":\"server: out of memory\",\"type\":\"server_error\",\"code\":500}}";
+static const char oom_body[] =
+    "{\"error\":{\"message\":\"server: out of memory\",\"type\":\"server_error\",\"code\":500}}";
 
 /* Queues body (malloc'd, taken over; NULL = out of memory) with the headers every response
  * carries, plus one extra header when name is non-NULL, and writes the log line. */
@@ -103,8 +104,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct request *rq, uns
         free(body);
         status = 500;
         name = NULL;
-        resp = MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body,
-                                               MHD_RESPMEM_PERSISTENT);
+        resp =
+            MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body, MHD_RESPMEM_PERSISTENT);
         if (!resp)
             return MHD_NO;
     }
@@ -119,8 +120,8 @@ static enum MHD_Result respond(struct MHD_Connection *c, struct request *rq, uns
     return r;
 }
 
-static enum MHD_Result respond_error(struct MHD_Connection *c, struct request *rq, unsigned status,
-                                     const char *type, const char *message, const char *name, const char *value) {
+static enum MHD_Result respond_error(struct MHD_Connection *c, struct request *rq, unsigned status, const char *type,
+                                     const char *message, const char *name, const char *value) {
     return respond(c, rq, status, jev_response_error((int)status, type, message), name, value);
 }
 
@@ -267,8 +268,8 @@ static enum MHD_Result health(struct MHD_Connection *c, struct jev_server *s, st
 
 /* The first call of a request: state, route, method, key and declared size. Returns MHD_YES
  * with nothing queued when the request may go on to its body. */
-static enum MHD_Result on_headers(struct MHD_Connection *c, struct jev_server *s, struct request *rq,
-                                  const char *url, const char *method) {
+static enum MHD_Result on_headers(struct MHD_Connection *c, struct jev_server *s, struct request *rq, const char *url,
+                                  const char *method) {
     rq->start_ms = jev_now_ms();
     snprintf(rq->id, sizeof rq->id, "req_%08x%012llx", s->id_prefix,
              (unsigned long long)atomic_fetch_add(&s->next_id, 1));
@@ -277,8 +278,10 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, struct jev_server *s
     rq->route = route_of(url);
     if (rq->route == ROUTE_NONE) {
         char msg[200];
-        snprintf(msg, sizeof msg, "server: no route %.100s (routes: POST /v1/systemone, POST /v1/decisions, "
-                                  "GET /v1/models, GET /health)", url);
+        snprintf(msg, sizeof msg,
+                 "server: no route %.100s (routes: POST /v1/systemone, POST /v1/decisions, "
+                 "GET /v1/models, GET /health)",
+                 url);
         return respond_error(c, rq, 404, "not_found_error", msg, NULL, NULL);
     }
     bool post = route_is_post(rq->route);
@@ -293,8 +296,7 @@ static enum MHD_Result on_headers(struct MHD_Connection *c, struct jev_server *s
     if (s->api_key && rq->route != ROUTE_HEALTH &&
         !key_matches(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
         return respond_error(c, rq, 401, "authentication_error",
-                             "server: this server needs \"Authorization: Bearer <key>\" with its API key", NULL,
-                             NULL);
+                             "server: this server needs \"Authorization: Bearer <key>\" with its API key", NULL, NULL);
     unsigned long long n = 0;
     if (post && content_length(c, &n) && n > s->max_body) {
         char msg[200];
@@ -326,12 +328,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return ok ? MHD_YES : MHD_NO;
     }
     switch (rq->route) {
-    case ROUTE_HEALTH:
-        return health(c, s, rq);
-    case ROUTE_MODELS:
-        return respond(c, rq, 200, models_body(s), NULL, NULL);
-    default:
-        break;
+    case ROUTE_HEALTH: return health(c, s, rq);
+    case ROUTE_MODELS: return respond(c, rq, 200, models_body(s), NULL, NULL);
+    default: break;
     }
     if (rq->too_large) {
         char msg[200];
@@ -372,8 +371,8 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
 /* host:port into s->addr; false with err set when host is not an address. Numeric addresses
  * only (and "localhost"): a bind address that needs DNS would make start wait on a resolver. */
 static bool resolve(struct jev_server *s, const char *host, int32_t port, struct jev_error *err) {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICHOST | AI_NUMERICSERV};
     struct addrinfo *res = NULL;
     char service[16];
     snprintf(service, sizeof service, "%d", (int)port);
@@ -458,20 +457,19 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
     unsigned threads = p.http_threads ? (unsigned)p.http_threads : 4;
     s->starting = true;
     errno = 0;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s,
-                                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, threads,
-                                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.idle_timeout_s,
-                                 MHD_OPTION_END);
+    s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
+                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr,
+                                 MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.idle_timeout_s, MHD_OPTION_END);
     int e = errno;
     pthread_mutex_lock(&s->log_lock);
     s->starting = false;
     pthread_mutex_unlock(&s->log_lock);
     if (!s->daemon) {
         jev_fail(err, JEV_ERR_IO, "server: cannot listen on %s port %d: %s", host, p.port,
-                 s->start_msg[0] ? s->start_msg : e ? strerror(e) : "libmicrohttpd refused to start");
+                 s->start_msg[0] ? s->start_msg
+                 : e             ? strerror(e)
+                                 : "libmicrohttpd refused to start");
         server_free(s);
         return err->status;
     }

@@ -32,14 +32,15 @@
 struct jev_server;
 
 struct jev_server_params {
-    const char *host;      /* address to bind (numeric or a name); NULL = "127.0.0.1" */
-    int32_t port;          /* TCP port; 0 = an ephemeral one (jev_server_port says which) */
-    const char *api_key;   /* required as "Authorization: Bearer KEY"; NULL or "" = no authentication */
-    size_t max_body_bytes; /* larger bodies get 413 without being read; 0 = JEV_SERVER_MAX_BODY_DEFAULT (also the most) */
-    int32_t max_queue;     /* requests that may wait for the decider besides the one it runs (>= 0) */
-    int32_t http_threads;  /* libmicrohttpd's thread pool (connections, not decisions); 0 = 4 */
+    const char *host;    /* address to bind (numeric or a name); NULL = "127.0.0.1" */
+    int32_t port;        /* TCP port; 0 = an ephemeral one (jev_server_port says which) */
+    const char *api_key; /* required as "Authorization: Bearer KEY"; NULL or "" = no authentication */
+    size_t
+        max_body_bytes; /* larger bodies get 413 without being read; 0 = JEV_SERVER_MAX_BODY_DEFAULT (also the most) */
+    int32_t max_queue;  /* requests that may wait for the decider besides the one it runs (>= 0) */
+    int32_t http_threads;   /* libmicrohttpd's thread pool (connections, not decisions); 0 = 4 */
     int32_t idle_timeout_s; /* a connection silent this long is closed (slow or stuck clients hold no
-                              * HTTP thread forever); 0 = never; default 60 */
+                             * HTTP thread forever); 0 = never; default 60 */
 };
 
 /* host 127.0.0.1, port 8080, no key, 32 MiB bodies, 64 queued, 4 HTTP threads, 60 s idle timeout. */

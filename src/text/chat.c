@@ -74,8 +74,7 @@ static enum jev_status push_id(struct jev_chat *p, jev_token id, struct jev_erro
 
 /* Looked up by content every call: a few string compares, and it keeps the
  * builder free of any cached id that could go stale with another tokenizer. */
-enum jev_status jev_chat_special_n(struct jev_chat *p, const char *content, size_t count,
-                                     struct jev_error *err) {
+enum jev_status jev_chat_special_n(struct jev_chat *p, const char *content, size_t count, struct jev_error *err) {
     jev_token id = jev_tokenizer_added_id(p->tok, content);
     if (id < 0)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "prompt: the tokenizer has no added token \"%.60s\"", content);
@@ -189,7 +188,7 @@ static size_t py_space_suffix(const char *s, size_t n) {
  * content; with an image the leading end is markup, so only the text's end
  * is trimmed. */
 enum jev_status jev_chat_chat_user(struct jev_chat *p, size_t n_pad, const char *text, size_t len,
-                                     struct jev_error *err) {
+                                   struct jev_error *err) {
     JEV_TRY(jev_chat_user_begin(p, err));
     if (n_pad > 0)
         JEV_TRY(jev_chat_image(p, n_pad, err));

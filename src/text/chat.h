@@ -59,8 +59,7 @@ void jev_chat_free(struct jev_chat *p);
 enum jev_status jev_chat_special(struct jev_chat *p, const char *content, struct jev_error *err);
 
 /* Appends `count` copies of an added token (image pads). */
-enum jev_status jev_chat_special_n(struct jev_chat *p, const char *content, size_t count,
-                                     struct jev_error *err);
+enum jev_status jev_chat_special_n(struct jev_chat *p, const char *content, size_t count, struct jev_error *err);
 
 /* Appends text from a user or a document: bytes, ill-formed UTF-8 replaced
  * by U+FFFD; added tokens in it are never matched. */
@@ -93,7 +92,7 @@ enum jev_status jev_chat_assistant_begin(struct jev_chat *p, struct jev_error *e
  * with an image only the text's right end can be trimmed, since the content
  * then starts with <|vision_start|>. */
 enum jev_status jev_chat_chat_user(struct jev_chat *p, size_t n_pad, const char *text, size_t len,
-                                     struct jev_error *err);
+                                   struct jev_error *err);
 
 /* ---- state rendering ---- */
 

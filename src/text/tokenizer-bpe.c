@@ -106,10 +106,10 @@ int jev_byte_level_byte(uint32_t cp) {
 /* ---- merge loop ---- */
 
 struct sym {
-    int32_t id;    /* current token of this symbol */
-    int32_t prev;  /* index of the symbol on the left, -1 at the start */
-    int32_t next;  /* index on the right, -1 at the end */
-    uint32_t len;  /* bytes covered; 0 once merged into the left neighbour */
+    int32_t id;   /* current token of this symbol */
+    int32_t prev; /* index of the symbol on the left, -1 at the start */
+    int32_t next; /* index on the right, -1 at the end */
+    uint32_t len; /* bytes covered; 0 once merged into the left neighbour */
 };
 
 struct cand {
@@ -232,9 +232,9 @@ enum jev_status jev_bpe_word(const struct jev_bpe *bpe, const unsigned char *w, 
     size_t n_sym = 0;
 
     /* ---- merge_word: one symbol per unit ---- */
-    bool have_unk = false;      /* an unk symbol is pending */
-    int32_t unk_pending = -1;   /* its id */
-    uint32_t unk_len = 0;       /* its byte length */
+    bool have_unk = false;    /* an unk symbol is pending */
+    int32_t unk_pending = -1; /* its id */
+    uint32_t unk_len = 0;     /* its byte length */
     for (size_t i = 0; i < n;) {
         /* The unit string BPE sees: one byte-level character, or one UTF-8
          * character; HF measures symbol lengths in that string. */

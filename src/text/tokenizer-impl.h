@@ -26,7 +26,7 @@
 
 #include "text/tokenizer.h" // defines: struct jev_tokenizer, struct jev_tokens
 
-#define JEV_TOK_MAX_STEPS 16    /* normalizer or pre-tokenizer steps after flattening Sequences */
+#define JEV_TOK_MAX_STEPS 16        /* normalizer or pre-tokenizer steps after flattening Sequences */
 #define JEV_TOK_NO_PIECE UINT32_MAX /* piece length of an id that has no token */
 
 /* ---- hashes ---- */
@@ -34,20 +34,20 @@
 /* String -> id map over strings kept elsewhere (open addressing; a slot holds
  * id + 1, 0 = empty; the key of a slot is read back through off/len). */
 struct jev_strmap {
-    uint32_t *slots;       /* (mask + 1) id + 1 or 0 */
-    uint32_t mask;         /* slot count - 1 (a power of two) */
-    const char *blob;      /* the strings */
-    const uint32_t *off;   /* (n_ids) offset of id's string in blob */
-    const uint32_t *len;   /* (n_ids) length, JEV_TOK_NO_PIECE when the id is not in the map */
+    uint32_t *slots;     /* (mask + 1) id + 1 or 0 */
+    uint32_t mask;       /* slot count - 1 (a power of two) */
+    const char *blob;    /* the strings */
+    const uint32_t *off; /* (n_ids) offset of id's string in blob */
+    const uint32_t *len; /* (n_ids) length, JEV_TOK_NO_PIECE when the id is not in the map */
 };
 
 /* (left id, right id) -> (rank, merged id), open addressing. */
 struct jev_mergemap {
-    uint64_t *keys;        /* (mask + 1) left << 32 | right, UINT64_MAX = empty */
-    uint32_t *rank;        /* (mask + 1) position in the merges list (lower merges first) */
-    int32_t *merged;       /* (mask + 1) id of left + right */
-    uint32_t mask;         /* slot count - 1 */
-    uint32_t n;            /* entries */
+    uint64_t *keys;  /* (mask + 1) left << 32 | right, UINT64_MAX = empty */
+    uint32_t *rank;  /* (mask + 1) position in the merges list (lower merges first) */
+    int32_t *merged; /* (mask + 1) id of left + right */
+    uint32_t mask;   /* slot count - 1 */
+    uint32_t n;      /* entries */
 };
 
 uint64_t jev_tok_hash(const void *s, size_t n);
@@ -59,30 +59,30 @@ bool jev_mergemap_get(const struct jev_mergemap *m, int32_t a, int32_t b, uint32
 /* ---- BPE model ---- */
 
 struct jev_bpe {
-    struct jev_strmap vocab;  /* model piece -> id */
+    struct jev_strmap vocab;    /* model piece -> id */
     struct jev_mergemap merges; /* pair -> (rank, merged id) */
-    bool byte_level;          /* pieces are byte-level strings (the last pre-tokenizer is ByteLevel) */
-    int32_t byte_id[256];     /* byte_level: id of the one-character piece of each byte, -1 if absent */
-    bool ignore_merges;       /* a word found whole in the vocabulary is one token */
-    int32_t unk_id;           /* id of unk_token; -1 none; -2 named but absent (error when needed) */
-    bool fuse_unk;            /* consecutive unknown characters become one unk */
-    bool byte_fallback;       /* unknown characters become <0xAB> byte tokens when all exist */
-    int32_t fallback_id[256]; /* byte_fallback: id of "<0xAB>" per byte, -1 if absent */
+    bool byte_level;            /* pieces are byte-level strings (the last pre-tokenizer is ByteLevel) */
+    int32_t byte_id[256];       /* byte_level: id of the one-character piece of each byte, -1 if absent */
+    bool ignore_merges;         /* a word found whole in the vocabulary is one token */
+    int32_t unk_id;             /* id of unk_token; -1 none; -2 named but absent (error when needed) */
+    bool fuse_unk;              /* consecutive unknown characters become one unk */
+    bool byte_fallback;         /* unknown characters become <0xAB> byte tokens when all exist */
+    int32_t fallback_id[256];   /* byte_fallback: id of "<0xAB>" per byte, -1 if absent */
 };
 
 /* Per-call scratch of the merge loop (grown with realloc, kept for the call). */
 struct jev_bpe_scratch {
-    void *sym;               /* symbols of the current word */
-    void *heap;              /* candidate merges */
-    size_t cap;              /* entries allocated in both */
-    char *text;              /* byte-level strings for ignore_merges lookups */
-    size_t text_cap;         /* bytes allocated in text */
+    void *sym;       /* symbols of the current word */
+    void *heap;      /* candidate merges */
+    size_t cap;      /* entries allocated in both */
+    char *text;      /* byte-level strings for ignore_merges lookups */
+    size_t text_cap; /* bytes allocated in text */
 };
 
 /* Runs BPE on one pre-tokenized piece (raw bytes; valid UTF-8) and appends
  * the ids. */
-enum jev_status jev_bpe_word(const struct jev_bpe *bpe, const unsigned char *w, size_t n,
-                             struct jev_bpe_scratch *s, struct jev_tokens *out, struct jev_error *err);
+enum jev_status jev_bpe_word(const struct jev_bpe *bpe, const unsigned char *w, size_t n, struct jev_bpe_scratch *s,
+                             struct jev_tokens *out, struct jev_error *err);
 void jev_bpe_scratch_free(struct jev_bpe_scratch *s);
 
 /* The byte-level alphabet: byte -> code point (GPT-2's bytes_to_unicode). */
@@ -93,22 +93,22 @@ int jev_byte_level_byte(uint32_t cp);
 /* ---- added tokens ---- */
 
 struct jev_added {
-    char *content;           /* as in the file (NUL-terminated copy) */
-    size_t len;              /* bytes of content */
-    char *pattern;           /* the text matched: content, or normalize(content) when `normalized` */
-    size_t pattern_len;      /* bytes of pattern */
-    int32_t id;              /* token id */
-    bool special;            /* skipped by decode(skip_special_tokens) */
-    bool normalized;         /* matched after normalization (else on the raw text) */
-    bool lstrip, rstrip;     /* absorb whitespace on the left / right */
-    bool single_word;        /* only at word boundaries */
+    char *content;       /* as in the file (NUL-terminated copy) */
+    size_t len;          /* bytes of content */
+    char *pattern;       /* the text matched: content, or normalize(content) when `normalized` */
+    size_t pattern_len;  /* bytes of pattern */
+    int32_t id;          /* token id */
+    bool special;        /* skipped by decode(skip_special_tokens) */
+    bool normalized;     /* matched after normalization (else on the raw text) */
+    bool lstrip, rstrip; /* absorb whitespace on the left / right */
+    bool single_word;    /* only at word boundaries */
 };
 
 /* The tokens of one matching set indexed by first byte, longest first. */
 struct jev_added_set {
-    int32_t *order;          /* (n) indices into jev_tokenizer.added */
-    uint32_t first[257];     /* order[first[b] .. first[b + 1]) start with byte b */
-    int32_t n;               /* tokens in the set */
+    int32_t *order;      /* (n) indices into jev_tokenizer.added */
+    uint32_t first[257]; /* order[first[b] .. first[b + 1]) start with byte b */
+    int32_t n;           /* tokens in the set */
 };
 
 /* ---- pre-tokenizer ---- */
@@ -127,13 +127,13 @@ enum jev_pretok_kind {
 };
 
 struct jev_pretok {
-    enum jev_pretok_kind kind;       /* which step */
-    pcre2_code *re;                  /* SPLIT with Regex, or BYTE_LEVEL with use_regex: compiled, JIT if possible */
-    char *literal;                   /* SPLIT with String: the literal (NULL for Regex) */
-    size_t literal_len;              /* bytes of literal */
+    enum jev_pretok_kind kind;        /* which step */
+    pcre2_code *re;                   /* SPLIT with Regex, or BYTE_LEVEL with use_regex: compiled, JIT if possible */
+    char *literal;                    /* SPLIT with String: the literal (NULL for Regex) */
+    size_t literal_len;               /* bytes of literal */
     enum jev_split_behavior behavior; /* SPLIT */
-    bool invert;                     /* SPLIT: matches and gaps swap roles */
-    bool add_prefix_space;           /* BYTE_LEVEL: prepend " " to pieces not starting with one */
+    bool invert;                      /* SPLIT: matches and gaps swap roles */
+    bool add_prefix_space;            /* BYTE_LEVEL: prepend " " to pieces not starting with one */
 };
 
 /* ---- the tokenizer ---- */
@@ -144,20 +144,20 @@ enum jev_decoder_kind {
 };
 
 struct jev_tokenizer {
-    int32_t n_ids;               /* id slots: highest id + 1 */
+    int32_t n_ids; /* id slots: highest id + 1 */
     /* model vocabulary */
-    char *model_blob;            /* model pieces, concatenated */
-    uint32_t *model_off;         /* (n_ids) offset of the model piece of id */
-    uint32_t *model_len;         /* (n_ids) its length; JEV_TOK_NO_PIECE when the model has no such id */
-    struct jev_bpe bpe;          /* the BPE model over that vocabulary */
+    char *model_blob;    /* model pieces, concatenated */
+    uint32_t *model_off; /* (n_ids) offset of the model piece of id */
+    uint32_t *model_len; /* (n_ids) its length; JEV_TOK_NO_PIECE when the model has no such id */
+    struct jev_bpe bpe;  /* the BPE model over that vocabulary */
     /* what each id decodes to on its own */
-    char *dec_blob;              /* decoded bytes of all ids */
-    uint32_t *dec_off;           /* (n_ids) offset in dec_blob */
-    uint32_t *dec_len;           /* (n_ids) length; JEV_TOK_NO_PIECE when the id has no token */
+    char *dec_blob;    /* decoded bytes of all ids */
+    uint32_t *dec_off; /* (n_ids) offset in dec_blob */
+    uint32_t *dec_len; /* (n_ids) length; JEV_TOK_NO_PIECE when the id has no token */
     /* added tokens */
-    struct jev_added *added;     /* (n_added) in file order */
-    int32_t n_added;             /* entries of added */
-    int32_t *added_of_id;        /* (n_ids) index into added, -1 when id is not an added token */
+    struct jev_added *added;       /* (n_added) in file order */
+    int32_t n_added;               /* entries of added */
+    int32_t *added_of_id;          /* (n_ids) index into added, -1 when id is not an added token */
     struct jev_added_set raw_set;  /* non-normalized tokens: matched on the raw text */
     struct jev_added_set norm_set; /* normalized tokens: matched after normalization */
     /* normalizer: utf8proc option sets applied in order (NFC = STABLE|COMPOSE, ...) */
@@ -165,8 +165,8 @@ struct jev_tokenizer {
     int n_norm;                  /* steps */
     /* pre-tokenizer */
     struct jev_pretok pretok[JEV_TOK_MAX_STEPS]; /* steps in order */
-    int n_pretok;                /* steps */
-    enum jev_decoder_kind decoder; /* decoder kind */
+    int n_pretok;                                /* steps */
+    enum jev_decoder_kind decoder;               /* decoder kind */
 };
 
 /* ---- split helpers (tokenizer-split.c) ---- */
@@ -208,7 +208,7 @@ void jev_split_scratch_free(struct jev_split_scratch *sc);
 /* Normalizes s[0..n) with the tokenizer's normalizer steps. *out is s itself
  * when nothing changes (no steps, or ASCII input), else a malloc'd buffer the
  * caller frees (*owned = true). */
-enum jev_status jev_tok_normalize(const struct jev_tokenizer *t, const char *s, size_t n, char **out,
-                                  size_t *out_len, bool *owned, struct jev_error *err);
+enum jev_status jev_tok_normalize(const struct jev_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len,
+                                  bool *owned, struct jev_error *err);
 
 #endif

@@ -39,10 +39,10 @@
 /* What the loader carries around: the file's name for messages and the
  * tokenizer being filled. */
 struct loader {
-    const char *name;          /* file name for messages */
-    struct jev_tokenizer *t;   /* being filled */
-    int32_t max_vocab_id;      /* highest id in model.vocab, -1 when empty */
-    int32_t n_vocab;           /* entries in model.vocab (tokenizers' get_vocab_size) */
+    const char *name;        /* file name for messages */
+    struct jev_tokenizer *t; /* being filled */
+    int32_t max_vocab_id;    /* highest id in model.vocab, -1 when empty */
+    int32_t n_vocab;         /* entries in model.vocab (tokenizers' get_vocab_size) */
 };
 
 /* ---- JSON helpers ---- */
@@ -189,8 +189,7 @@ static enum jev_status parse_split(struct loader *L, const json_t *n, const char
 
 /* GPT-2's pattern, which ByteLevel with use_regex applies (tokenizers'
  * byte_level.rs). */
-static const char gpt2_pattern[] =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* Appends the pre-tokenizer at path, flattening Sequences: tokenizers applies
  * a Sequence's members one after the other to every piece, which is what a
@@ -807,8 +806,8 @@ static enum jev_status load_tree(struct loader *L, const json_t *root, struct je
 
 /* Parses with JSON_ALLOW_NUL because a token may contain U+0000; every
  * string is then read with its length, never with strlen. */
-enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const char *name,
-                                          struct jev_tokenizer **out, struct jev_error *err) {
+enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const char *name, struct jev_tokenizer **out,
+                                          struct jev_error *err) {
     *out = NULL;
     struct loader L = {.name = name ? name : "tokenizer.json", .max_vocab_id = -1};
     json_error_t jerr;

@@ -31,7 +31,9 @@
 /* ---- regex compile ---- */
 
 /* Oniguruma's \s: the White_Space code points, as class contents. */
-#define WS_CLASS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define WS_CLASS                                                                                                       \
+    "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{"     \
+    "3000}"
 
 /* Rewrites `\s` and `\S` (see the file comment). Returns a malloc'd,
  * NUL-terminated pattern. */
@@ -177,15 +179,15 @@ enum jev_status jev_regex_spans(const pcre2_code *re, const char *s, size_t n, s
                                 jev_span_fn fn, void *ctx, struct jev_error *err) {
     if (n == 0)
         return fn(ctx, 0, 0, false, err);
-    size_t prev = 0;      /* end of the last reported span */
-    size_t from = 0;      /* where the next search starts */
+    size_t prev = 0; /* end of the last reported span */
+    size_t from = 0; /* where the next search starts */
     bool have_last = false;
-    size_t last_end = 0;  /* end of the last match (onig's last_match_end) */
+    size_t last_end = 0; /* end of the last match (onig's last_match_end) */
     while (from <= n) {
         size_t ov[2] = {0, 0};
         int r = regex_search(re, s, n, from, sc, ov, err);
         if (r < 0)
-            return (enum jev_status)-r;
+            return (enum jev_status) - r;
         if (r == 0)
             break;
         if (ov[0] == ov[1] && have_last && last_end == ov[1]) {
@@ -245,10 +247,8 @@ static enum jev_status on_span(void *ctx, size_t a, size_t b, bool is_match, str
     struct split_state *st = ctx;
     bool m = is_match != st->step->invert;
     switch (st->step->behavior) {
-    case JEV_SPLIT_ISOLATED:
-        return emit(st, a, b, err);
-    case JEV_SPLIT_REMOVED:
-        return m ? JEV_OK : emit(st, a, b, err);
+    case JEV_SPLIT_ISOLATED: return emit(st, a, b, err);
+    case JEV_SPLIT_REMOVED: return m ? JEV_OK : emit(st, a, b, err);
     case JEV_SPLIT_MERGED_PREV:
         /* a match that follows a non-match joins the piece on its left */
         if (m && !st->prev_match && st->pending) {
@@ -285,8 +285,8 @@ static enum jev_status on_span(void *ctx, size_t a, size_t b, bool is_match, str
 
 /* Non-overlapping literal matches, as tokenizers' escaped-regex String
  * pattern gives them; an empty literal matches nothing. */
-static enum jev_status literal_spans(const struct jev_pretok *step, const char *s, size_t n, jev_span_fn fn,
-                                     void *ctx, struct jev_error *err) {
+static enum jev_status literal_spans(const struct jev_pretok *step, const char *s, size_t n, jev_span_fn fn, void *ctx,
+                                     struct jev_error *err) {
     if (n == 0)
         return fn(ctx, 0, 0, false, err);
     size_t prev = 0, L = step->literal_len;
@@ -372,8 +372,8 @@ enum jev_status jev_added_run(const struct jev_tokenizer *t, const struct jev_ad
             const struct jev_added *a = &t->added[k];
             size_t start = i, stop = i + a->pattern_len;
             i = stop; /* matches never overlap, kept or not */
-            if (a->single_word && !((start == 0 || !ends_with_word(s, start)) &&
-                                    (stop == n || !starts_with_word(s, stop, n))))
+            if (a->single_word &&
+                !((start == 0 || !ends_with_word(s, start)) && (stop == n || !starts_with_word(s, stop, n))))
                 continue;
             if (a->lstrip) {
                 /* start of the whitespace run that ends at start */
@@ -412,8 +412,8 @@ enum jev_status jev_added_run(const struct jev_tokenizer *t, const struct jev_ad
 
 /* The steps run one after the other on utf8proc's output. utf8proc_map
  * allocates; that happens once per text stretch, not per word. */
-enum jev_status jev_tok_normalize(const struct jev_tokenizer *t, const char *s, size_t n, char **out,
-                                  size_t *out_len, bool *owned, struct jev_error *err) {
+enum jev_status jev_tok_normalize(const struct jev_tokenizer *t, const char *s, size_t n, char **out, size_t *out_len,
+                                  bool *owned, struct jev_error *err) {
     *out = (char *)(uintptr_t)s;
     *out_len = n;
     *owned = false;

@@ -77,8 +77,8 @@ enum jev_status jev_tokenizer_load(const char *path, struct jev_tokenizer **out,
 
 /* Loads tokenizer.json from memory (fuzzing, tests, derived variants). name
  * only labels error messages (NULL = "tokenizer.json"). */
-enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const char *name,
-                                          struct jev_tokenizer **out, struct jev_error *err);
+enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const char *name, struct jev_tokenizer **out,
+                                          struct jev_error *err);
 
 void jev_tokenizer_free(struct jev_tokenizer *tok);
 
@@ -90,8 +90,7 @@ enum jev_status jev_tokenizer_encode(const struct jev_tokenizer *tok, const char
 
 /* Receives the pieces of jev_tokenizer_split_added: text (id -1) or an
  * added token (id >= 0, s/n its matched text). */
-typedef enum jev_status (*jev_added_span_fn)(void *ctx, const char *s, size_t n, jev_token id,
-                                             struct jev_error *err);
+typedef enum jev_status (*jev_added_span_fn)(void *ctx, const char *s, size_t n, jev_token id, struct jev_error *err);
 
 /* Splits trusted text at the added tokens that encode would match on the raw
  * text (non-normalized ones, leftmost-longest, with lstrip/rstrip/single_word)

@@ -2,7 +2,7 @@
  * cpu-dense.c - matrix products and embedding lookup on the CPU.
  *
  * Reference form: each task owns a block of output rows of W, dequantizes
- * one row at a time into per-thread scratch (model/weights.c's formula) and
+ * one row at a time into per-thread scratch (backend/matrix.c's formula) and
  * dots it with every input row, accumulating in f32 in index order.
  * Faster kernels must match this within the op-parity tolerance.
  */
@@ -51,8 +51,8 @@ void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const fl
     run_matmul(&j);
 }
 
-void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
-                         int32_t n_rows, const float *x, int64_t n, float *y) {
+void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
+                         const float *x, int64_t n, float *y) {
     struct matmul_job j = {be, w, row_ids, n_rows, x, n, y};
     run_matmul(&j);
 }

@@ -62,8 +62,8 @@ static void layernorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-void jev_cpu_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n,
-                       int32_t d, float eps, float *y) {
+void jev_cpu_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
+                       float eps, float *y) {
     struct pw_job j = {.x = x, .w = w, .b = b, .y = y, .d = d, .eps = eps};
     jev_cpu_for_rows(be, n, d, layernorm_rows, &j);
 }

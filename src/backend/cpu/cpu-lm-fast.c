@@ -27,7 +27,7 @@
  * [K][256] so that 8 channels advance together; SiLU runs 8 lanes at a time
  * through jev_exp8 (within 2 ulp of the reference's expf).
  */
-#include "backend/cpu/cpu.h" // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
+#include "backend/cpu/cpu.h"      // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <immintrin.h>
@@ -35,7 +35,6 @@
 #include <string.h>
 
 #define MAX_GROUP 16 /* query heads per K/V head handled together */
-
 
 JEV_AVX2 static inline float dot8(const float *a, const float *b, int32_t n) {
     __m256 s0 = _mm256_setzero_ps(), s1 = s0;
@@ -68,11 +67,12 @@ struct attn_job {
 };
 
 JEV_AVX2 /*
- * One query row and one K/V head: the group's query heads are consecutive,
- * so each key row is loaded once for all of them (GQA makes attention
- * bandwidth-bound on the keys, not on the queries).
- */
-static void attn_task(void *arg, int64_t task, int thread) {
+          * One query row and one K/V head: the group's query heads are consecutive,
+          * so each key row is loaded once for all of them (GQA makes attention
+          * bandwidth-bound on the keys, not on the queries).
+          */
+    static void
+    attn_task(void *arg, int64_t task, int thread) {
     struct attn_job *j = arg;
     const struct jev_attn_shape *s = j->s;
     int32_t r = 0;
@@ -200,7 +200,8 @@ JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
     for (int32_t w = 0; w < K - 1; w++) {
         int32_t src = run->n - (K - 1) + w;
         float *dst = run->conv + (int64_t)w * C + c0;
-        const float *from = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : run->conv + (int64_t)(K - 1 + src) * C + c0;
+        const float *from =
+            src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : run->conv + (int64_t)(K - 1 + src) * C + c0;
         memmove(dst, from, (size_t)nc * sizeof(float));
     }
 }
@@ -295,15 +296,15 @@ JEV_AVX2 static void chunk_head(const struct gdn_job *j, const struct jev_gdn_ru
     int32_t dk = s->dk, dv = s->dv, C = s->chunk, kh = h / (s->hv / s->hk), key_dim = s->hk * dk;
     int32_t ldo = s->hv * dv;
     float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
-    float *Q = scratch;      /* [C][dk] */
-    float *Kn = Q + C * dk;  /* [C][dk] */
-    float *Kb = Kn + C * dk; /* [C][dk] */
-    float *W = Kb + C * dk;  /* [C][dk] */
-    float *U = W + C * dk;   /* [C][dv] */
-    float *A = U + C * dv;   /* [C][C] */
-    float *At = A + C * C;   /* [C][C] */
-    float *cum = At + C * C; /* [C] */
-    float *KnT = cum + C;    /* [dk][C]: Kn transposed, the right operand of A and At */
+    float *Q = scratch;                         /* [C][dk] */
+    float *Kn = Q + C * dk;                     /* [C][dk] */
+    float *Kb = Kn + C * dk;                    /* [C][dk] */
+    float *W = Kb + C * dk;                     /* [C][dk] */
+    float *U = W + C * dk;                      /* [C][dv] */
+    float *A = U + C * dv;                      /* [C][C] */
+    float *At = A + C * C;                      /* [C][C] */
+    float *cum = At + C * C;                    /* [C] */
+    float *KnT = cum + C;                       /* [dk][C]: Kn transposed, the right operand of A and At */
     const float qscale = (float)(1.0 / sqrt((double)dk));
     for (int32_t c0 = 0; c0 < run->n; c0 += C) {
         int32_t L = run->n - c0 < C ? run->n - c0 : C;
@@ -389,8 +390,8 @@ JEV_AVX2 static void gdn_task(void *arg, int64_t task, int thread) {
 
 void jev_cpu_gdn_rule_fast(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                            const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
-    int64_t need = 5 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk +
-                   s->chunk;
+    int64_t need =
+        5 * (int64_t)s->chunk * s->dk + (int64_t)s->chunk * s->dv + 2 * (int64_t)s->chunk * s->chunk + s->chunk;
     if (!jev_cpu_has_avx2() || s->dk % 8 != 0 || s->dv % 8 != 0 || need > JEV_CPU_SCRATCH_FLOATS) {
         jev_cpu_gdn_rule(be, s, u, g, beta, runs, n_runs, o);
         return;

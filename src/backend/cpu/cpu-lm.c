@@ -249,8 +249,8 @@ static void conv_task(void *arg, int64_t task, int thread) {
     }
 }
 
-void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
-                      int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
+void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
+                      const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
     int32_t blocks = (conv_dim + CONV_CHANNELS_PER_TASK - 1) / CONV_CHANNELS_PER_TASK;
     struct conv_job j = {mixed, taps, conv_dim, kernel, runs, blocks, u};
     jev_pool_run(be->pool, (int64_t)n_runs * blocks, conv_task, &j);
@@ -270,14 +270,15 @@ static void gdn_gates_rows(void *arg, int64_t t0, int64_t t1, int thread) {
         }
 }
 
-void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
-                       const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta) {
+void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log, const float *dt_bias,
+                       int64_t n, int32_t hv, float *g, float *beta) {
     struct lm_pw_job j = {.x = a, .z = b, .a_log = a_log, .dt_bias = dt_bias, .y = g, .y2 = beta, .heads = hv};
     jev_cpu_for_rows(be, n, hv, gdn_gates_rows, &j);
 }
 
 /* y[i] = (w[i] * (x[i] * inv)) * silu(z[i]) for the lanes of whole vectors; returns where it stopped. */
-JEV_AVX2 static int32_t gated_tail_avx2(const float *x, const float *z, const float *w, float inv, int32_t d, float *y) {
+JEV_AVX2 static int32_t gated_tail_avx2(const float *x, const float *z, const float *w, float inv, int32_t d,
+                                        float *y) {
     const __m256 iv = _mm256_set1_ps(inv);
     int32_t i = 0;
     for (; i + 8 <= d; i += 8) {
@@ -304,8 +305,8 @@ static void gated_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
     }
 }
 
-void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
-                           int32_t d, float eps, float *y) {
+void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n, int32_t d,
+                           float eps, float *y) {
     struct lm_pw_job j = {.x = x, .z = z, .w = w, .y = y, .d = d, .eps = eps};
     jev_cpu_for_rows(be, n, d, gated_rmsnorm_rows, &j);
 }
@@ -339,9 +340,9 @@ static void gdn_recurrent_head(const struct gdn_job *j, const struct jev_gdn_run
     int32_t dk = s->dk, dv = s->dv;
     int32_t kh = h / (s->hv / s->hk);
     int32_t key_dim = s->hk * dk;
-    float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *S = run->ssm + (int64_t)h * dk * dv;                     /* [dk][dv] */
     float *q = scratch, *k = scratch + dk, *mem = scratch + 2 * dk; /* [dk], [dk], [dv] */
-    const float qdiv = sqrtf((float)dk); /* torch: query / (dk ** 0.5) */
+    const float qdiv = sqrtf((float)dk);                            /* torch: query / (dk ** 0.5) */
     for (int32_t t = 0; t < run->n; t++) {
         int64_t row = run->row0 + t;
         const float *ur = j->u + row * j->conv_dim;
@@ -387,16 +388,16 @@ static void gdn_chunk_head(const struct gdn_job *j, const struct jev_gdn_run *ru
     int32_t dk = s->dk, dv = s->dv, C = s->chunk;
     int32_t kh = h / (s->hv / s->hk);
     int32_t key_dim = s->hk * dk;
-    float *S = run->ssm + (int64_t)h * dk * dv; /* [dk][dv] */
-    float *Q = scratch;                 /* [C][dk] normalised, scaled queries */
-    float *Kn = Q + C * dk;             /* [C][dk] normalised keys */
-    float *W = Kn + C * dk;             /* [C][dk] k_beta * exp(cum), then solved */
-    float *U = W + C * dk;              /* [C][dv] v * beta, then solved, then V' */
-    float *A = U + C * dv;              /* [C][C] */
-    float *At = A + C * C;              /* [C][C] intra-chunk attention */
-    float *cum = At + C * C;            /* [C] */
-    float *bet = cum + C;               /* [C] */
-    float *tmp = bet + C;               /* [max(dk, dv)] */
+    float *S = run->ssm + (int64_t)h * dk * dv;           /* [dk][dv] */
+    float *Q = scratch;                                   /* [C][dk] normalised, scaled queries */
+    float *Kn = Q + C * dk;                               /* [C][dk] normalised keys */
+    float *W = Kn + C * dk;                               /* [C][dk] k_beta * exp(cum), then solved */
+    float *U = W + C * dk;                                /* [C][dv] v * beta, then solved, then V' */
+    float *A = U + C * dv;                                /* [C][C] */
+    float *At = A + C * C;                                /* [C][C] intra-chunk attention */
+    float *cum = At + C * C;                              /* [C] */
+    float *bet = cum + C;                                 /* [C] */
+    float *tmp = bet + C;                                 /* [max(dk, dv)] */
     const float qscale = (float)(1.0 / sqrt((double)dk)); /* torch: dk ** -0.5 as an f32 scalar */
 
     for (int32_t c0 = 0; c0 < run->n; c0 += C) {

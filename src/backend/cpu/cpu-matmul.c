@@ -21,7 +21,7 @@
  *   Weights stream once per call; the dequantization is O(rows*cols)
  *   against O(n*rows*cols) multiply-adds.
  *
- * Numerics: dequantized values are bit-identical to model/weights.c's
+ * Numerics: dequantized values are bit-identical to backend/matrix.c's
  * reference (scale * q + bias as a separate multiply and add, no FMA); only
  * the order of the f32 sums differs from cpu-dense.c (8 lanes, then a
  * horizontal add; or OpenBLAS's blocking), so parity is within f32
@@ -29,7 +29,7 @@
  * Other bit widths, odd group sizes and odd column counts take a generic
  * path (dequantize a row into scratch, then the f32 kernel).
  */
-#include "backend/cpu/cpu.h" // defines: jev_cpu_matmul_fast, struct jev_backend
+#include "backend/cpu/cpu.h"      // defines: jev_cpu_matmul_fast, struct jev_backend
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <cblas.h>
@@ -42,7 +42,6 @@
 #define Q4_MAX_GROUPS 512 /* 4-bit fused kernel: groups per row (scales kept on the stack) */
 
 /* ---- helpers ---- */
-
 
 JEV_AVX2 static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
     switch (t) {
@@ -167,33 +166,31 @@ JEV_AVX2 static void dequant_row(const struct jev_matrix *w, enum kind k, int64_
  * row j of the block. The row loaders are the same for both; specialising by
  * the compile-time constants below lets the accumulators stay in registers.
  */
-#define FUSED_DENSE(NAME, ELEM, LOAD)                                                                        \
-    JEV_AVX2 static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,        \
-                     float *y0, float *y1) {                                                                 \
-        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, \
-               a31 = a00;                                                                                    \
-        const ELEM *r0 = rows[0], *r1 = rows[nr > 1 ? 1 : 0], *r2 = rows[nr > 2 ? 2 : 0],                    \
-                   *r3 = rows[nr > 3 ? 3 : 0];                                                               \
-        for (int64_t c = 0; c < cols; c += 8) {                                                              \
-            __m256 xa = _mm256_loadu_ps(x0 + c);                                                             \
-            __m256 xb = _mm256_loadu_ps(x1 + c);                                                             \
-            __m256 w0 = LOAD(r0 + c), w1 = LOAD(r1 + c), w2 = LOAD(r2 + c), w3 = LOAD(r3 + c);              \
-            a00 = _mm256_fmadd_ps(w0, xa, a00);                                                              \
-            a01 = _mm256_fmadd_ps(w0, xb, a01);                                                              \
-            a10 = _mm256_fmadd_ps(w1, xa, a10);                                                              \
-            a11 = _mm256_fmadd_ps(w1, xb, a11);                                                              \
-            a20 = _mm256_fmadd_ps(w2, xa, a20);                                                              \
-            a21 = _mm256_fmadd_ps(w2, xb, a21);                                                              \
-            a30 = _mm256_fmadd_ps(w3, xa, a30);                                                              \
-            a31 = _mm256_fmadd_ps(w3, xb, a31);                                                              \
-        }                                                                                                    \
-        float o0[4] = {jev_hsum8(a00), jev_hsum8(a10), jev_hsum8(a20), jev_hsum8(a30)};                                      \
-        float o1[4] = {jev_hsum8(a01), jev_hsum8(a11), jev_hsum8(a21), jev_hsum8(a31)};                                      \
-        for (int j = 0; j < nr; j++) {                                                                       \
-            y0[j] = o0[j];                                                                                   \
-            if (y1)                                                                                          \
-                y1[j] = o1[j];                                                                               \
-        }                                                                                                    \
+#define FUSED_DENSE(NAME, ELEM, LOAD)                                                                                  \
+    JEV_AVX2 static void NAME(const ELEM *const *rows, int nr, const float *x0, const float *x1, int64_t cols,         \
+                              float *y0, float *y1) {                                                                  \
+        __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00; \
+        const ELEM *r0 = rows[0], *r1 = rows[nr > 1 ? 1 : 0], *r2 = rows[nr > 2 ? 2 : 0], *r3 = rows[nr > 3 ? 3 : 0];  \
+        for (int64_t c = 0; c < cols; c += 8) {                                                                        \
+            __m256 xa = _mm256_loadu_ps(x0 + c);                                                                       \
+            __m256 xb = _mm256_loadu_ps(x1 + c);                                                                       \
+            __m256 w0 = LOAD(r0 + c), w1 = LOAD(r1 + c), w2 = LOAD(r2 + c), w3 = LOAD(r3 + c);                         \
+            a00 = _mm256_fmadd_ps(w0, xa, a00);                                                                        \
+            a01 = _mm256_fmadd_ps(w0, xb, a01);                                                                        \
+            a10 = _mm256_fmadd_ps(w1, xa, a10);                                                                        \
+            a11 = _mm256_fmadd_ps(w1, xb, a11);                                                                        \
+            a20 = _mm256_fmadd_ps(w2, xa, a20);                                                                        \
+            a21 = _mm256_fmadd_ps(w2, xb, a21);                                                                        \
+            a30 = _mm256_fmadd_ps(w3, xa, a30);                                                                        \
+            a31 = _mm256_fmadd_ps(w3, xb, a31);                                                                        \
+        }                                                                                                              \
+        float o0[4] = {jev_hsum8(a00), jev_hsum8(a10), jev_hsum8(a20), jev_hsum8(a30)};                                \
+        float o1[4] = {jev_hsum8(a01), jev_hsum8(a11), jev_hsum8(a21), jev_hsum8(a31)};                                \
+        for (int j = 0; j < nr; j++) {                                                                                 \
+            y0[j] = o0[j];                                                                                             \
+            if (y1)                                                                                                    \
+                y1[j] = o1[j];                                                                                         \
+        }                                                                                                              \
     }
 
 #define LOAD_F32(p) _mm256_loadu_ps(p)
@@ -203,7 +200,7 @@ FUSED_DENSE(fused_f16, uint16_t, load_f16x8)
 
 /* 8-bit rows: per group the scale and bias, then 8 codes at a time, dequantized in registers. */
 JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                     float *y0, float *y1) {
+                              float *y0, float *y1) {
     const enum kind k = K_Q8;
     int64_t cols = w->cols, words = cols * w->bits / 32, groups = cols / w->group;
     const int wpe8 = k == K_Q4 ? 1 : 2;
@@ -271,7 +268,7 @@ JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const
 }
 
 JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x, const float *xs,
-                    float *y) {
+                             float *y) {
     int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
     const uint32_t *rp[4];
     float sc[4][Q4_MAX_GROUPS], bias[4];
@@ -298,14 +295,15 @@ JEV_AVX2 static void q4_1tok(const struct jev_matrix *w, const int64_t *rid, int
         tot2 = _mm256_fmadd_ps(a2, _mm256_set1_ps(sc[2][g]), tot2);
         tot3 = _mm256_fmadd_ps(a3, _mm256_set1_ps(sc[3][g]), tot3);
     }
-    float out[4] = {jev_hsum8(tot0) + bias[0], jev_hsum8(tot1) + bias[1], jev_hsum8(tot2) + bias[2], jev_hsum8(tot3) + bias[3]};
+    float out[4] = {jev_hsum8(tot0) + bias[0], jev_hsum8(tot1) + bias[1], jev_hsum8(tot2) + bias[2],
+                    jev_hsum8(tot3) + bias[3]};
     for (int j = 0; j < nr; j++)
         y[j] = out[j];
 }
 
 /* Two rows against two tokens, same factorisation. */
 JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int nr, const float *x0, const float *x1,
-                    const float *xs0, const float *xs1, float *y0, float *y1) {
+                             const float *xs0, const float *xs1, float *y0, float *y1) {
     int64_t cols = w->cols, words = cols / 8, groups = cols / w->group, G = w->group;
     int64_t ra = rid[0], rb = rid[nr > 1 ? 1 : 0];
     const uint32_t *r0 = (const uint32_t *)w->data + ra * words;
@@ -352,12 +350,12 @@ struct mm_job {
     int64_t n_out;          /* output columns of y (rows of W used) */
     const float *x;         /* [n][cols] */
     int64_t n;
-    float *y;               /* [n][n_out] */
-    int64_t share;          /* big path: output rows per task */
-    int64_t tok_share;      /* big path: tokens per task (n unless many threads share few rows) */
-    int64_t row_tasks;      /* big path: tasks across the rows; task = token block * row_tasks + row block */
-    const float *xs;        /* 4-bit fused path: [n][groups] sums of x per group, computed once per call */
-    const float *xp;        /* 4-bit fused path: [n][cols] x in q4x16's element order */
+    float *y;          /* [n][n_out] */
+    int64_t share;     /* big path: output rows per task */
+    int64_t tok_share; /* big path: tokens per task (n unless many threads share few rows) */
+    int64_t row_tasks; /* big path: tasks across the rows; task = token block * row_tasks + row block */
+    const float *xs;   /* 4-bit fused path: [n][groups] sums of x per group, computed once per call */
+    const float *xp;   /* 4-bit fused path: [n][cols] x in q4x16's element order */
 };
 
 static int64_t row_id(const struct mm_job *j, int64_t r) { return j->row_ids ? j->row_ids[r] : r; }
@@ -605,8 +603,7 @@ void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w
 }
 
 /* Embedding rows through the same dequantization (bit-identical to jev_matrix_row). */
-void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
-                        float *out) {
+void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out) {
     if (!jev_cpu_has_avx2()) {
         jev_cpu_embed(be, w, ids, n, out);
         return;

@@ -19,7 +19,7 @@
  * Rotary and the position add are cheap (n * D work) and stay scalar, in
  * torch's operation order.
  */
-#include "backend/cpu/cpu.h" // defines: jev_cpu_vision_*, jev_cpu_scratch
+#include "backend/cpu/cpu.h"      // defines: jev_cpu_vision_*, jev_cpu_scratch
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <math.h>
@@ -206,9 +206,6 @@ static void pv_scalar(const float *S, const float *V, int64_t stride, int64_t nq
         }
 }
 
-
-
-
 /* 4 queries x 16 keys per register tile (8 accumulators), the head dim as the inner loop */
 JEV_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, float scale, float *S) {
     const __m256 sc = _mm256_set1_ps(scale);
@@ -244,7 +241,7 @@ JEV_AVX2 static void qk_avx2(const float *Q, const float *KT, int32_t hd, float 
 }
 
 JEV_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t nk, float *m, float *l, float *O,
-                                     int32_t hd) {
+                                  int32_t hd) {
     for (int64_t i = 0; i < nq; i++) {
         float *s = S + i * ld, mc = -INFINITY;
         int64_t c = 0;
@@ -277,7 +274,7 @@ JEV_AVX2 static void softmax_avx2(float *S, int64_t ld, int64_t nq, int64_t nk, 
 
 /* 4 queries x 16 output dims per register tile, the keys as the inner loop; hd % 16 == 0 */
 JEV_AVX2 static void pv_avx2(const float *S, const float *V, int64_t stride, int64_t nq, int64_t nk, int32_t hd,
-                                float *O) {
+                             float *O) {
     for (int64_t i = 0; i < nq; i += 4) { /* rows past nq have zero weights (S zeroed) and are never stored */
         for (int32_t d = 0; d < hd; d += 16) {
             float *o0 = O + i * hd + d;

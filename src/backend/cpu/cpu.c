@@ -61,7 +61,9 @@ void jev_cpu_for_rows(struct jev_backend *be, int64_t n, int64_t elems_per_row, 
     jev_pool_run(be->pool, (n + j.block - 1) / j.block, rows_task, &j);
 }
 
-struct jev_pool *jev_cpu_backend_pool(struct jev_backend *be) { return be ? be->pool : NULL; }
+struct jev_pool *jev_cpu_backend_pool(struct jev_backend *be) {
+    return be ? be->pool : NULL;
+}
 
 /* ---- memory: plain host memory ---- */
 

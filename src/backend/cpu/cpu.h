@@ -12,15 +12,16 @@
 #include "base/pool.h"   // defines: struct jev_pool, jev_pool_run
 
 #define JEV_CPU_SCRATCH_FLOATS (1 << 18) /* per-thread scratch (floats): weight tiles, attention scores */
-#define JEV_CPU_MAX_RUNS 4096           /* sequences in one batched LM op */
-#define JEV_CPU_WBUF_FLOATS (1 << 22)   /* per-thread dequantized weight tile for sgemm (16 MiB) */
-#define JEV_CPU_GEMM_MIN_N 3              /* tokens from which matmul dequantizes tiles for sgemm (measured on/above the fused kernels) */
+#define JEV_CPU_MAX_RUNS 4096            /* sequences in one batched LM op */
+#define JEV_CPU_WBUF_FLOATS (1 << 22)    /* per-thread dequantized weight tile for sgemm (16 MiB) */
+#define JEV_CPU_GEMM_MIN_N                                                                                             \
+    3 /* tokens from which matmul dequantizes tiles for sgemm (measured on/above the fused kernels) */
 
 struct jev_backend {
-    struct jev_pool *pool;   /* workers for parallel loops (not owned); NULL = caller only */
-    int n_threads;           /* jev_pool_size(pool) */
-    float *scratch;          /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
-    float *wbuf;             /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
+    struct jev_pool *pool; /* workers for parallel loops (not owned); NULL = caller only */
+    int n_threads;         /* jev_pool_size(pool) */
+    float *scratch;        /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
+    float *wbuf;           /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
 };
 
 /*
@@ -67,22 +68,20 @@ static inline float jev_cpu_rms_inv(const float *x, int32_t d, float eps) {
 
 /* cpu-dense.c: the scalar reference products */
 void jev_cpu_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
-void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
-                         int32_t n_rows, const float *x, int64_t n, float *y);
+void jev_cpu_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
+                         const float *x, int64_t n, float *y);
 void jev_cpu_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
 /* cpu-matmul.c: the fast products in the op table (AVX2 fused kernels, OpenBLAS sgemm) */
 void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                               int32_t n_rows, const float *x, int64_t n, float *y);
-void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n,
-                        float *out);
+void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
 /* cpu-elementwise.c */
-void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps,
-                     float *y);
-void jev_cpu_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n,
-                       int32_t d, float eps, float *y);
+void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps, float *y);
+void jev_cpu_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
+                       float eps, float *y);
 void jev_cpu_add(struct jev_backend *be, float *x, const float *y, int64_t n);
 void jev_cpu_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
 void jev_cpu_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out);
@@ -97,14 +96,14 @@ void jev_cpu_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, in
 void jev_cpu_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n);
 void jev_cpu_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                        const struct jev_attn_run *runs, int32_t n_runs, float *o);
-void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim,
-                      int32_t kernel, const struct jev_gdn_run *runs, int32_t n_runs, float *u);
-void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
-                       const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta);
+void jev_cpu_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
+                      const struct jev_gdn_run *runs, int32_t n_runs, float *u);
+void jev_cpu_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log, const float *dt_bias,
+                       int64_t n, int32_t hv, float *g, float *beta);
 void jev_cpu_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                       const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o);
-void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
-                           int32_t d, float eps, float *y);
+void jev_cpu_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n, int32_t d,
+                           float eps, float *y);
 /* cpu-lm-fast.c: the table's attention, conv and delta rule (AVX2, BLAS); cpu-lm.c's are their references */
 void jev_cpu_attention_fast(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o);

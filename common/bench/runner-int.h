@@ -1,0 +1,46 @@
+/*
+ * runner-int.h - what runner.c and runner-dump.c share: the loaded
+ * benchmark (model, engine, decider, one request per decision count) and
+ * the environment facts both the record and the peers' dump carry.
+ * Not an API: only common/bench/runner*.c include it.
+ */
+#ifndef JEV_COMMON_BENCH_RUNNER_INT_H
+#define JEV_COMMON_BENCH_RUNNER_INT_H
+
+#include "base/sha256.h"         // defines: JEV_SHA256_HEX
+#include "common/bench/runner.h" // defines: struct jev_bench_opts
+#include "decide/pipeline.h"     // defines: struct jev_decider, struct jev_request
+
+#define BR_MAX_WEIGHTS 64 /* weight files (shards) recorded */
+
+struct br_weight {
+    char file[256];              /* name inside the model directory */
+    int64_t bytes;               /* file size */
+    char sha256[JEV_SHA256_HEX]; /* of its bytes */
+};
+
+struct br_bench {
+    struct jev_bench_opts o;   /* options, defaults filled */
+    struct jev_model *model;   /* loaded once */
+    struct jev_engine *engine; /* sized for the largest request */
+    struct jev_decider *d;     /* over engine */
+    struct jev_request *reqs;  /* (o.n_counts) the workload at each count */
+    char image_path[4096];     /* the photo, resolved */
+    int32_t image_max_side;    /* the workload's bound (768) */
+    /* environment */
+    char git[41];                             /* HEAD commit, "" when unknown */
+    int32_t n_weights;                        /* entries of weights */
+    struct br_weight weights[BR_MAX_WEIGHTS]; /* one per weight file */
+    char image_sha256[JEV_SHA256_HEX];        /* of the photo's bytes */
+    int32_t image_w, image_h;                 /* original pixels */
+    int32_t resized_w, resized_h;             /* after the bound and smart_resize */
+    struct jev_vision_input vin;              /* the photo preprocessed (pixel values for the dump) */
+};
+
+/* Writes the peers' inputs (docs/bench-inputs.md) to b->o.dump_inputs, atomically. */
+enum jev_status br_dump_inputs(struct br_bench *b, struct jev_error *err);
+
+/* "hf" or "mlx4": the layout name docs/bench-inputs.md uses. */
+const char *br_layout_name(const struct br_bench *b);
+
+#endif

@@ -1,0 +1,25 @@
+/*
+ * route.h - the whole route for a request body, from bytes to a response
+ * body: parse + validate (System One or the OpenAI shape), run on the
+ * decider, render. include/jev.h's jev_decide_json is this with the
+ * decider's own settings.
+ */
+#ifndef JEV_WIRE_ROUTE_H
+#define JEV_WIRE_ROUTE_H
+
+#include "decide/pipeline.h" // defines: struct jev_decider, struct jev_decide_params, struct jev_decide_result
+#include "wire/request.h"    // defines: enum jev_request_shape, struct jev_request_error
+
+/*
+ * Returns the status; *response (malloc'd, caller frees) is the System One /
+ * OpenAI response on success and the error body otherwise. rerr (may be NULL) receives the refusal of an
+ * invalid request or the mapped error of a failed run (http 400 for an image
+ * that does not decode, 413 for a prompt beyond the engine, 422 for a label
+ * set too small, 0 for an internal failure). result (may be NULL) receives
+ * the run's result (caller frees).
+ */
+enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
+                                struct jev_decide_result *result);
+
+#endif
