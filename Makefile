@@ -4,6 +4,7 @@
 # every tests/test-*.c becomes one cmocka binary, tools/*.c make the `jev` CLI.
 #
 #   make            library + CLI (build/jev)
+#   make install    the CLI, libjev (.a and .so), jev.h and jev.pc under PREFIX (DESTDIR for staging)
 #   make test       setup check, build, run the whole suite (tests/run.sh)
 #   make test-asan  the same suite under AddressSanitizer + UBSan (build-asan/)
 #   make run        the README's main job
@@ -19,7 +20,10 @@ OPT      ?= -O2 -march=x86-64-v3 -mtune=generic
 SANITIZE ?=
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wcast-qual -Wdouble-promotion -Wno-unused-parameter -Werror
-CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -Iinclude -Isrc -I.
+# -fPIC: the same objects make libjev.a and libjev.so; -fvisibility=hidden: the shared library
+# exports the public header's JEV_API functions only.
+CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -fPIC -fvisibility=hidden \
+            -Iinclude -Isrc -I.
 LDFLAGS  += $(SANITIZE) -pthread
 LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lopenblas -lm
 # PORTABLE=1: a binary for the GPU machine (another distribution): every
@@ -40,7 +44,7 @@ endif
 CUDA     ?= 0
 CUDA_DIR ?= /usr/local/cuda
 NVCC     ?= $(CUDA_DIR)/bin/nvcc
-NVFLAGS  := -std=c++17 -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc -DJEV_HAVE_CUDA \
+NVFLAGS  := -std=c++17 -O3 -arch=sm_90 -lineinfo -Iinclude -Isrc -DJEV_HAVE_CUDA -Xcompiler -fPIC,-fvisibility=hidden \
             -Xcompiler -Wall,-Wextra,-Wno-unused-parameter,-Werror -Werror all-warnings
 
 LIB_SRC   := $(shell find src -name '*.c' -not -path 'src/backend/cuda/*' | sort)
@@ -60,8 +64,8 @@ TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests cuda-build
-all: $(BUILD)/jev $(TEST_BIN)
+.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests cuda-build install
+all: $(BUILD)/jev $(BUILD)/libjev.so $(TEST_BIN)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -74,6 +78,10 @@ $(BUILD)/%.cu.o: %.cu
 $(BUILD)/libjev.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
+
+# The shared library embedders link (make install); its soname carries the major version.
+$(BUILD)/libjev.so: $(LIB_OBJ)
+	$(CC) $(LDFLAGS) -shared -Wl,-soname,libjev.so.$(JEV_MAJOR) -o $@ $^ $(LIBS)
 
 $(BUILD)/libjev-common.a: $(COMMON_OBJ)
 	@rm -f $@
@@ -103,6 +111,23 @@ $(BUILD)/tests-cuda/%: $(BUILD)/tests/cuda/%.o $(BUILD)/libjev.a
 
 setup:
 	@bash scripts/setup.sh
+
+# make install [PREFIX=/usr/local] [DESTDIR=]: the CLI, the library (static and shared, with the
+# soname links), the public header and a pkg-config file, as llama.cpp and whisper.cpp install.
+# `cc app.c $$(pkg-config --cflags --libs jev)` then builds against it (tests/test-install.c).
+PREFIX     ?= /usr/local
+JEV_VERSION := $(shell sed -n 's/^\#define JEV_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/jev.h | paste -sd.)
+JEV_MAJOR   := $(firstword $(subst ., ,$(JEV_VERSION)))
+install: $(BUILD)/jev $(BUILD)/libjev.a $(BUILD)/libjev.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig $(DESTDIR)$(PREFIX)/include
+	install -m 755 $(BUILD)/jev $(DESTDIR)$(PREFIX)/bin/jev
+	install -m 644 $(BUILD)/libjev.a $(DESTDIR)$(PREFIX)/lib/libjev.a
+	install -m 755 $(BUILD)/libjev.so $(DESTDIR)$(PREFIX)/lib/libjev.so.$(JEV_VERSION)
+	ln -sf libjev.so.$(JEV_VERSION) $(DESTDIR)$(PREFIX)/lib/libjev.so.$(JEV_MAJOR)
+	ln -sf libjev.so.$(JEV_MAJOR) $(DESTDIR)$(PREFIX)/lib/libjev.so
+	install -m 644 include/jev.h $(DESTDIR)$(PREFIX)/include/jev.h
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(JEV_VERSION)|' -e 's|@LIBS@|$(LIBS)|' jev.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/jev.pc
 
 # The CUDA backend is compiled and linked on every test run (nvcc is on the development and CI
 # machines; no GPU there, so its parity tests run on the GPU machine: scripts/device/cuda-check.sh).
