@@ -21,6 +21,7 @@
 #include "common/cli-args.h" // defines: cli_parse_long
 #include "commands.h"        // defines: cmd_decide
 #include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
+#include "decide/qtype.h"    // defines: jev_qtype_get
 #include "wire/response.h"   // defines: jev_response_*
 #include "wire/route.h"      // defines: jev_decide_body
 #include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
@@ -85,10 +86,7 @@ static void print_table(const struct jev_request *r, const struct jev_decide_res
             const struct jev_question *q = &r->questions[i];
             const struct jev_answer *a = &res->answers.items[i];
             char ans[64];
-            if (q->type == JEV_QTYPE_SCORE)
-                snprintf(ans, sizeof ans, "%.3f", a->score);
-            else
-                snprintf(ans, sizeof ans, "%.16s", q->options[a->winner].key);
+            jev_qtype_get(q->type)->summary(q, a, ans, sizeof ans); /* the winner, or a score's expected level */
             printf("%-16.16s %-7s %-16s %8.4f ", q->id, jev_qtype_name(q->type), ans, a->confidence);
             for (int32_t k = 0; k < a->n; k++)
                 printf(" %s=%.6f", q->options[k].key, a->probs[k]);

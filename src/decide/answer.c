@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "decide/qtype.h" // defines: jev_qtype_get
+
 /* INFINITY is a float constant; comparisons here are in double. */
 #define D_INF ((double)INFINITY)
 
@@ -190,20 +192,7 @@ void jev_answers_free(struct jev_answers *a) {
 void jev_answer_set_probs(struct jev_answer *a, const double *w) {
     jev_normalize(w, a->n, a->probs);
     a->winner = jev_argmax(a->probs, a->n);
-    switch (a->type) {
-    case JEV_QTYPE_NOUL:
-        a->score = a->probs[0];
-        a->confidence = jev_confidence_choice(a->probs, a->n);
-        break;
-    case JEV_QTYPE_CHOICE:
-        a->score = a->probs[a->winner];
-        a->confidence = jev_confidence_choice(a->probs, a->n);
-        break;
-    case JEV_QTYPE_SCORE:
-        a->score = jev_score_expected(a->probs, a->n);
-        a->confidence = jev_confidence_score(a->probs, a->n);
-        break;
-    }
+    jev_qtype_get(a->type)->answer(a); /* score and confidence are the type's */
 }
 
 void jev_answer_set_logits(struct jev_answer *a, const double *logits) {

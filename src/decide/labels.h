@@ -20,7 +20,9 @@
  *   noul    yes (alias Yes), no (alias No): an alias is read too and its
  *           probability added to its label's, dropped when not one token
  *   score   0..9 (level i is labelled i)
- * Built once per tokenizer (at model load), read-only afterwards.
+ * Each type builds its own set (its labels_build slot, qtype.h), in enum
+ * order; its label_set slot says which set its options read. Built once per
+ * tokenizer (at model load), read-only afterwards.
  */
 #ifndef JEV_DECIDE_LABELS_H
 #define JEV_DECIDE_LABELS_H

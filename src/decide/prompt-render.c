@@ -19,7 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/jsonw.h" // defines: jev_jsonw_value_indent
+#include "decide/prompt-int.h" // defines: dc_prompt_*
+#include "decide/qtype.h"      // defines: jev_qtype_get
+#include "io/jsonw.h"          // defines: jev_jsonw_value_indent
 
 /* ---- the frame ---- */
 
@@ -238,6 +240,22 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
     return done(p, err);
 }
 
+/* ---- the per-type renderers' helpers (prompt-int.h) ---- */
+
+/* Wrappers, so that the helpers above keep their short names in this file. */
+void dc_prompt_tmpl(struct jev_prompt *p, const char *s) { tmpl(p, s); }
+void dc_prompt_user(struct jev_prompt *p, const char *s, bool oneline) { user(p, s, oneline); }
+void dc_prompt_user_value(struct jev_prompt *p, const json_t *v, bool oneline) { user_value(p, v, oneline); }
+bool dc_prompt_has_desc(const json_t *d) { return has_desc(d); }
+
+/* " - desc" or nothing. */
+void dc_prompt_desc_tail(struct jev_prompt *p, const json_t *d, const char *sep) {
+    if (!has_desc(d))
+        return;
+    tmpl(p, sep);
+    user_value(p, d, true);
+}
+
 /* ---- one question ---- */
 
 /* "Question <id>: <instructions>\n": the id is shown (LCPP-T: renaming ids can
@@ -250,14 +268,7 @@ static void question_head(struct jev_prompt *p, const struct jev_question *q) {
     tmpl(p, "\n");
 }
 
-/* " - desc" or nothing. */
-static void desc_tail(struct jev_prompt *p, const json_t *d, const char *sep) {
-    if (!has_desc(d))
-        return;
-    tmpl(p, sep);
-    user_value(p, d, true);
-}
-
+/* The options and the answer instruction are the type's (its render slot: qtype-*.c). */
 enum jev_status jev_prompt_question(struct jev_prompt *p, const struct jev_request *r, int32_t qi,
                                     const struct jev_prompt_frame *frame, const struct jev_labels *labels,
                                     struct jev_error *err) {
@@ -268,49 +279,7 @@ enum jev_status jev_prompt_question(struct jev_prompt *p, const struct jev_reque
     if (labels)
         JEV_TRY(jev_labels_check(labels, q, err));
     question_head(p, q);
-    switch (q->type) {
-    case JEV_QTYPE_NOUL:
-        /* the outcome descriptions, when given, as "yes: ..." / "no: ..." */
-        for (int32_t i = 0; i < 2; i++) {
-            if (!has_desc(q->options[i].desc))
-                continue;
-            tmpl(p, labels ? jev_labels_text(labels, q->type, i) : q->options[i].key);
-            tmpl(p, ": ");
-            user_value(p, q->options[i].desc, true);
-            tmpl(p, "\n");
-        }
-        tmpl(p, "Please answer yes or no.");
-        break;
-    case JEV_QTYPE_CHOICE:
-        tmpl(p, "Options:\n");
-        for (int32_t i = 0; i < q->n_options; i++) {
-            const struct jev_option *o = &q->options[i];
-            if (labels) {
-                tmpl(p, jev_labels_text(labels, q->type, i));
-                tmpl(p, ". ");
-            } else {
-                tmpl(p, "- ");
-            }
-            user(p, o->text, true);
-            desc_tail(p, o->desc, " - ");
-            tmpl(p, "\n");
-        }
-        tmpl(p, labels ? "Answer with the option's letter from the given choices directly."
-                       : "Answer with one of the options exactly as written.");
-        break;
-    case JEV_QTYPE_SCORE:
-        tmpl(p, "Levels, lowest first:\n");
-        for (int32_t i = 0; i < q->n_options; i++) {
-            const struct jev_option *o = &q->options[i];
-            tmpl(p, labels ? jev_labels_text(labels, q->type, i) : o->key);
-            tmpl(p, o->text || has_desc(o->desc) ? ". " : "."); /* an undescribed level: its number */
-            user(p, o->text, true);
-            desc_tail(p, o->desc, o->text ? " - " : "");
-            tmpl(p, "\n");
-        }
-        tmpl(p, "Answer with the level's number from the given levels directly.");
-        break;
-    }
+    jev_qtype_get(q->type)->render(p, q, labels);
     tmpl(p, f->turn_end);
     tmpl(p, f->assistant_open);
     return done(p, err);
@@ -323,6 +292,21 @@ enum jev_status jev_prompt_question(struct jev_prompt *p, const struct jev_reque
  * failures were texts ("A dog") in place of ids ("dog"), so the prompt says
  * which word is the id and shows it first on every line.
  */
+void dc_prompt_genjson_ids(struct jev_prompt *p, const struct jev_question *q) {
+    for (int32_t i = 0; i < q->n_options; i++) {
+        const struct jev_option *o = &q->options[i];
+        bool shows_text = o->text && strcmp(o->text, o->key) != 0;
+        tmpl(p, "- ");
+        user(p, o->key, true);
+        if (shows_text) {
+            tmpl(p, ": ");
+            user(p, o->text, true);
+        }
+        dc_prompt_desc_tail(p, o->desc, shows_text ? " - " : ": ");
+        tmpl(p, "\n");
+    }
+}
+
 enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_request *r,
                                    const struct jev_prompt_frame *frame, struct jev_error *err) {
     struct jev_prompt_frame def = jev_prompt_frame_default();
@@ -337,18 +321,7 @@ enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_reques
         tmpl(p, ": ");
         user_value(p, q->instructions, false);
         tmpl(p, "\n");
-        for (int32_t i = 0; i < q->n_options; i++) {
-            const struct jev_option *o = &q->options[i];
-            bool shows_text = o->text && strcmp(o->text, o->key) != 0;
-            tmpl(p, "- ");
-            user(p, o->key, true);
-            if (shows_text) {
-                tmpl(p, ": ");
-                user(p, o->text, true);
-            }
-            desc_tail(p, o->desc, shows_text ? " - " : ": ");
-            tmpl(p, "\n");
-        }
+        jev_qtype_get(q->type)->render_genjson(p, q);
     }
     tmpl(p, f->turn_end);
     tmpl(p, f->assistant_open);
@@ -362,7 +335,7 @@ enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_reques
 size_t jev_prompt_candidate(const struct jev_question *q, int32_t i, char *out, size_t cap) {
     JEV_ASSERT(i >= 0 && i < q->n_options);
     const struct jev_option *o = &q->options[i];
-    const char *src = q->type == JEV_QTYPE_CHOICE && o->text ? o->text : o->key;
+    const char *src = jev_qtype_get(q->type)->candidate(o);
     /* the same transformation the prompt applies to the option text */
     struct jev_prompt tmp;
     jev_prompt_init(&tmp);

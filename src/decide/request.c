@@ -18,15 +18,6 @@ void jev_request_free(struct jev_request *r) {
     memset(r, 0, sizeof *r);
 }
 
-const char *jev_qtype_name(enum jev_qtype t) {
-    switch (t) {
-    case JEV_QTYPE_NOUL: return "noul";
-    case JEV_QTYPE_CHOICE: return "choice";
-    case JEV_QTYPE_SCORE: return "score";
-    }
-    return "unknown";
-}
-
 int32_t jev_request_find(const struct jev_request *r, const char *id) {
     for (int32_t i = 0; i < r->n_questions; i++)
         if (strcmp(r->questions[i].id, id) == 0)

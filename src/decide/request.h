@@ -61,6 +61,7 @@ enum jev_qtype {
     JEV_QTYPE_NOUL = 0,   /* yes/no: options [0] = yes (criteria "true"), [1] = no ("false") */
     JEV_QTYPE_CHOICE = 1, /* one of 1..255 named options */
     JEV_QTYPE_SCORE = 2,  /* ordered levels 0..N-1, lowest first, N in 2..10 */
+    JEV_QTYPE_COUNT       /* the number of types; each has its table (decide/qtype.h, wire/qtype-wire.h) */
 };
 
 enum jev_request_shape {
@@ -129,7 +130,7 @@ struct jev_request {
 /* Frees what a successful parse made; safe on a zeroed or freed request. */
 void jev_request_free(struct jev_request *r);
 
-/* "noul", "choice", "score" (System One names). */
+/* "noul", "choice", "score" (System One names; decide/qtype.c, "unknown" outside the enum). */
 const char *jev_qtype_name(enum jev_qtype t);
 
 /* The index of question `id`, or -1. */

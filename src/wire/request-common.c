@@ -250,6 +250,38 @@ enum jev_status jev_rq_check_id(const char *id, const char *path, struct jev_req
     return JEV_OK;
 }
 
+/* An optional OpenAI description: absent, null or a string. */
+enum jev_status jev_rq_desc(json_t *item, const char *path, json_t **out, struct jev_request_error *e) {
+    json_t *d = json_object_get(item, "description");
+    *out = NULL;
+    if (d == NULL || json_is_null(d))
+        return JEV_OK;
+    if (!json_is_string(d)) {
+        char p[440];
+        jev_rq_path(p, sizeof p, "%s.description", path);
+        return jev_rq_fail(e, 422, p, "must be a string");
+    }
+    *out = d;
+    return JEV_OK;
+}
+
+enum jev_status jev_rq_only_fields(json_t *obj, const char *path, const char *const *allowed, const char *list,
+                                   struct jev_request_error *e) {
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a; a++)
+            ok = ok || strcmp(*a, k) == 0;
+        if (!ok) {
+            char p[440];
+            jev_rq_path(p, sizeof p, "%s.%s", path, k);
+            return jev_rq_fail(e, 422, p, "unknown field (allowed: %s)", list);
+        }
+    }
+    return JEV_OK;
+}
+
 /* ---- base64 and images ---- */
 
 static int b64_value(unsigned char c) {

@@ -1,8 +1,8 @@
 /*
  * request-internal.h - helpers shared by the request parsers
  * (request-common.c; request-systemone.c for System One, request-openai.c for
- * the OpenAI shape and the workload file). Nothing outside src/wire/request*.c
- * uses it.
+ * the OpenAI shape and the workload file; qtype-wire-*.c for each question
+ * type's fields). Nothing outside src/wire/ uses it.
  */
 #ifndef JEV_WIRE_REQUEST_INTERNAL_H
 #define JEV_WIRE_REQUEST_INTERNAL_H
@@ -39,6 +39,14 @@ enum jev_status jev_rq_check_instructions(const json_t *v, const char *path, str
 
 /* Checks a question id / name: non-empty, at most JEV_DECIDE_MAX_ID_BYTES. */
 enum jev_status jev_rq_check_id(const char *id, const char *path, struct jev_request_error *e);
+
+/* OpenAI: an item's optional `description` (absent, null or a string; 422 otherwise) into *out. */
+enum jev_status jev_rq_desc(json_t *item, const char *path, json_t **out, struct jev_request_error *e);
+
+/* OpenAI: refuses (422 at path.<field>) a field of obj outside `allowed` (NULL-terminated; a NULL
+ * entry ends it early), naming `list`. */
+enum jev_status jev_rq_only_fields(json_t *obj, const char *path, const char *const *allowed, const char *list,
+                                   struct jev_request_error *e);
 
 /* Takes an image given as a data URL or raw base64 string (`images` entry,
  * OpenAI input_image) into r->image; counts images against the limit. */

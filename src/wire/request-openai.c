@@ -16,6 +16,9 @@
  */
 #include "wire/request-internal.h" // defines: jev_rq_*, struct jev_request
 
+#include "decide/qtype.h"    // defines: jev_qtype_get
+#include "wire/qtype-wire.h" // defines: jev_qtype_wire_get, jev_qtype_wire_by_oa_name
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,138 +153,15 @@ static enum jev_status oa_input(struct jev_request *r, json_t *input, struct jev
 
 /* ---- questions ---- */
 
-/* The option count a question needs, for sizing the block (0 if malformed). */
+/* The option count a question needs, for sizing the block (0 if malformed): its type's count
+ * (oa_count) of its options field. */
 static int64_t oa_option_count(json_t *q) {
     const char *t = json_string_value(json_object_get(q, "type"));
-    if (t == NULL)
+    enum jev_qtype type;
+    if (t == NULL || !jev_qtype_wire_by_oa_name(t, &type))
         return 0;
-    if (strcmp(t, "predicate") == 0)
-        return 2;
-    json_t *c = json_object_get(q, strcmp(t, "choice") == 0 ? "choices" : "levels");
-    if ((strcmp(t, "choice") == 0 || strcmp(t, "score") == 0) && json_is_array(c))
-        return (int64_t)json_array_size(c);
-    return 0;
-}
-
-/* An optional description: absent, null or a string. */
-static enum jev_status oa_desc(json_t *item, const char *path, json_t **out, struct jev_request_error *e) {
-    json_t *d = json_object_get(item, "description");
-    *out = NULL;
-    if (d == NULL || json_is_null(d))
-        return JEV_OK;
-    if (!json_is_string(d)) {
-        char p[440];
-        jev_rq_path(p, sizeof p, "%s.description", path);
-        return jev_rq_fail(e, 422, p, "must be a string");
-    }
-    *out = d;
-    return JEV_OK;
-}
-
-/* Refuses fields outside `allowed` (NULL-terminated), naming the list. */
-static enum jev_status oa_only_fields(json_t *obj, const char *path, const char *const *allowed, const char *list,
-                                      struct jev_request_error *e) {
-    const char *k;
-    json_t *v;
-    json_object_foreach(obj, k, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a; a++)
-            ok = ok || strcmp(*a, k) == 0;
-        if (!ok) {
-            char p[440];
-            jev_rq_path(p, sizeof p, "%s.%s", path, k);
-            return jev_rq_fail(e, 422, p, "unknown field (allowed: %s)", list);
-        }
-    }
-    return JEV_OK;
-}
-
-/*
- * choices[].value is typed: the string "true" and the boolean true are
- * different values (OAI-PY) and answers echo the type back. Both render as
- * the text true, so a question may not hold both (the model could not tell
- * them apart, and generate_json ids would collide).
- */
-static enum jev_status oa_choices(struct jev_question *q, json_t *cs, const char *path, struct jev_request_error *e) {
-    if (cs == NULL || json_is_null(cs))
-        return jev_rq_fail(e, 422, path,
-                           "missing: a choice question needs choices, an array of 1 to 255 "
-                           "{\"value\", \"description\"}");
-    if (!json_is_array(cs))
-        return jev_rq_fail(e, 422, path, "must be an array of {\"value\", \"description\"}");
-    size_t n = json_array_size(cs);
-    if (n < JEV_DECIDE_MIN_OPTIONS)
-        return jev_rq_fail(e, 422, path, "has no choices (a choice needs %d to %d)", JEV_DECIDE_MIN_OPTIONS,
-                           JEV_DECIDE_MAX_OPTIONS);
-    if (n > JEV_DECIDE_MAX_OPTIONS)
-        return jev_rq_fail(e, 422, path, "has %zu choices (the maximum is %d)", n, JEV_DECIDE_MAX_OPTIONS);
-    static const char *const allowed[] = {"value", "description", NULL};
-    size_t i;
-    json_t *c;
-    json_array_foreach(cs, i, c) {
-        char p[400];
-        jev_rq_path(p, sizeof p, "%s[%zu]", path, i);
-        if (!json_is_object(c))
-            return jev_rq_fail(e, 422, p, "must be an object {\"value\", \"description\"}");
-        JEV_TRY(oa_only_fields(c, p, allowed, "value, description", e));
-        json_t *v = json_object_get(c, "value");
-        const char *key = NULL;
-        if (json_is_string(v))
-            key = json_string_value(v);
-        else if (json_is_boolean(v))
-            key = json_is_true(v) ? "true" : "false";
-        else
-            return jev_rq_fail(e, 422, p, "value must be a string or a boolean");
-        if (key[0] == '\0')
-            return jev_rq_fail(e, 422, p, "value must not be empty");
-        for (size_t j = 0; j < i; j++) {
-            if (strcmp(q->options[j].key, key) != 0)
-                continue;
-            if (json_equal(q->options[j].value, v))
-                return jev_rq_fail(e, 422, p, "duplicate value \"%s\" (choices must be unique)", key);
-            return jev_rq_fail(e, 422, p,
-                               "values true and \"true\" (or false and \"false\") cannot both be used: "
-                               "the model reads them the same");
-        }
-        q->options[i].key = q->options[i].text = key;
-        q->options[i].value = v;
-        JEV_TRY(oa_desc(c, p, &q->options[i].desc, e));
-    }
-    q->n_options = (int32_t)n;
-    return JEV_OK;
-}
-
-/* levels[i] is level i; the label is what the model reads and the answer echoes. */
-static enum jev_status oa_levels(struct jev_question *q, json_t *ls, const char *path, struct jev_request_error *e) {
-    if (ls == NULL || json_is_null(ls))
-        return jev_rq_fail(e, 422, path,
-                           "missing: a score question needs levels, an array of 2 to 10 "
-                           "{\"label\", \"description\"}, lowest first");
-    if (!json_is_array(ls))
-        return jev_rq_fail(e, 422, path, "must be an array of {\"label\", \"description\"}, lowest first");
-    size_t n = json_array_size(ls);
-    if (n < JEV_DECIDE_MIN_LEVELS || n > JEV_DECIDE_MAX_LEVELS)
-        return jev_rq_fail(e, 422, path, "has %zu level%s (a score needs %d to %d)", n, n == 1 ? "" : "s",
-                           JEV_DECIDE_MIN_LEVELS, JEV_DECIDE_MAX_LEVELS);
-    static const char *const allowed[] = {"label", "description", NULL};
-    size_t i;
-    json_t *l;
-    json_array_foreach(ls, i, l) {
-        char p[400];
-        jev_rq_path(p, sizeof p, "%s[%zu]", path, i);
-        if (!json_is_object(l))
-            return jev_rq_fail(e, 422, p, "must be an object {\"label\", \"description\"}");
-        JEV_TRY(oa_only_fields(l, p, allowed, "label, description", e));
-        json_t *lab = json_object_get(l, "label");
-        if (!json_is_string(lab) || json_string_length(lab) == 0)
-            return jev_rq_fail(e, 422, p, "label must be a non-empty string");
-        q->options[i].key = jev_rq_level_keys[i];
-        q->options[i].text = json_string_value(lab);
-        q->options[i].value = lab;
-        JEV_TRY(oa_desc(l, p, &q->options[i].desc, e));
-    }
-    q->n_options = (int32_t)n;
-    return JEV_OK;
+    const struct jev_qtype_wire *w = jev_qtype_wire_get(type);
+    return w->oa_count(w->oa_options ? json_object_get(q, w->oa_options) : NULL);
 }
 
 /* One OpenAI question; the field list depends on its type, like System One's. */
@@ -293,32 +173,22 @@ static enum jev_status oa_question(struct jev_question *q, size_t index, json_t 
         return jev_rq_fail(e, 422, path, "a question must be an object with type and instructions");
     json_t *t = json_object_get(v, "type");
     jev_rq_path(p, sizeof p, "%s.type", path);
+    char names[128];
     if (t == NULL)
-        return jev_rq_fail(e, 422, p, "missing (one of predicate, choice, score)");
+        return jev_rq_fail(e, 422, p, "missing (one of %s)", jev_qtype_wire_oa_names(names, sizeof names));
     if (!json_is_string(t))
-        return jev_rq_fail(e, 422, p, "must be a string (one of predicate, choice, score)");
+        return jev_rq_fail(e, 422, p, "must be a string (one of %s)", jev_qtype_wire_oa_names(names, sizeof names));
     const char *ts = json_string_value(t);
-    static const char *const f_pred[] = {"type", "instructions", "name", NULL};
-    static const char *const f_choice[] = {"type", "instructions", "name", "choices", NULL};
-    static const char *const f_score[] = {"type", "instructions", "name", "levels", NULL};
-    const char *const *allowed;
-    const char *list;
-    if (strcmp(ts, "predicate") == 0) {
-        q->type = JEV_QTYPE_NOUL;
-        allowed = f_pred;
-        list = "type, instructions, name";
-    } else if (strcmp(ts, "choice") == 0) {
-        q->type = JEV_QTYPE_CHOICE;
-        allowed = f_choice;
-        list = "type, instructions, name, choices";
-    } else if (strcmp(ts, "score") == 0) {
-        q->type = JEV_QTYPE_SCORE;
-        allowed = f_score;
-        list = "type, instructions, name, levels";
-    } else {
-        return jev_rq_fail(e, 422, p, "unknown question type \"%s\" (one of predicate, choice, score)", ts);
-    }
-    JEV_TRY(oa_only_fields(v, path, allowed, list, e));
+    if (!jev_qtype_wire_by_oa_name(ts, &q->type))
+        return jev_rq_fail(e, 422, p, "unknown question type \"%s\" (one of %s)", ts,
+                           jev_qtype_wire_oa_names(names, sizeof names));
+    /* type, instructions, name, and the type's options field if it has one */
+    const struct jev_qtype_wire *w = jev_qtype_wire_get(q->type);
+    const char *const allowed[] = {"type", "instructions", "name", w->oa_options, NULL};
+    char list[128];
+    jev_rq_path(list, sizeof list, "type, instructions, name%s%s", w->oa_options ? ", " : "",
+                w->oa_options ? w->oa_options : "");
+    JEV_TRY(jev_rq_only_fields(v, path, allowed, list, e));
     json_t *name = json_object_get(v, "name");
     jev_rq_path(p, sizeof p, "%s.name", path);
     if (name != NULL && !json_is_null(name)) {
@@ -335,16 +205,13 @@ static enum jev_status oa_question(struct jev_question *q, size_t index, json_t 
     jev_rq_path(p, sizeof p, "%s.instructions", path);
     JEV_TRY(jev_rq_check_instructions(ins, p, e));
     q->instructions = ins;
-    if (q->type == JEV_QTYPE_NOUL) {
-        q->n_options = 2;
-        q->options[0].key = q->options[0].text = "yes";
-        q->options[1].key = q->options[1].text = "no";
-        return JEV_OK;
-    }
-    jev_rq_path(p, sizeof p, "%s.%s", path, q->type == JEV_QTYPE_CHOICE ? "choices" : "levels");
-    if (q->type == JEV_QTYPE_CHOICE)
-        return oa_choices(q, json_object_get(v, "choices"), p, e);
-    return oa_levels(q, json_object_get(v, "levels"), p, e);
+    const struct jev_qtype_ops *dt = jev_qtype_get(q->type);
+    if (dt->fixed_options)
+        dt->fixed_options(q);
+    if (w->oa_parse == NULL)
+        return JEV_OK; /* none: no options field (predicate: yes / no only) */
+    jev_rq_path(p, sizeof p, "%s.%s", path, w->oa_options);
+    return w->oa_parse(q, json_object_get(v, w->oa_options), p, e);
 }
 
 /* Question ids must be unique: they key the prompt and generate_json. */

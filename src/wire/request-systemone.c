@@ -17,7 +17,9 @@
  */
 #include "wire/request-internal.h" // defines: jev_rq_*, struct jev_request
 
-#include "io/jsonw.h" // defines: jev_jsonw_utf8_fix
+#include "decide/qtype.h"    // defines: jev_qtype_get, jev_qtype_by_name
+#include "io/jsonw.h"        // defines: jev_jsonw_utf8_fix
+#include "wire/qtype-wire.h" // defines: jev_qtype_wire_get
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,111 +28,14 @@
 /* ---- System One: questions ---- */
 
 /* The option count a question value will need (0 for malformed ones, which
- * validation refuses later); used to size the block before filling it. */
+ * validation refuses later): its type's count (s1_count); used to size the
+ * block before filling it. */
 static int64_t s1_option_count(json_t *q) {
     const char *t = json_string_value(json_object_get(q, "type"));
-    json_t *c = json_object_get(q, "criteria");
-    if (t == NULL)
+    enum jev_qtype type;
+    if (t == NULL || !jev_qtype_by_name(t, &type))
         return 0;
-    if (strcmp(t, "noul") == 0)
-        return 2;
-    if (strcmp(t, "choice") == 0 && json_is_object(c))
-        return (int64_t)json_object_size(c);
-    if (strcmp(t, "score") == 0 && json_is_array(c))
-        return (int64_t)json_array_size(c);
-    return 0;
-}
-
-/* A noul is two fixed options; criteria only adds their descriptions. */
-static enum jev_status s1_noul(struct jev_question *q, json_t *crit, const char *path, struct jev_request_error *e) {
-    q->n_options = 2;
-    q->options[0].key = q->options[0].text = "yes";
-    q->options[1].key = q->options[1].text = "no";
-    if (crit == NULL || json_is_null(crit))
-        return JEV_OK;
-    if (!json_is_object(crit))
-        return jev_rq_fail(e, 422, path, "must be null or an object with optional keys \"true\" and \"false\"");
-    const char *k;
-    json_t *v;
-    json_object_foreach(crit, k, v) {
-        char p[400];
-        jev_rq_path(p, sizeof p, "%s.%s", path, k);
-        if (strcmp(k, "true") != 0 && strcmp(k, "false") != 0)
-            return jev_rq_fail(e, 422, p, "unknown noul criteria key (allowed: \"true\", \"false\")");
-        JEV_TRY(jev_rq_check_depth(v, p, e));
-        q->options[strcmp(k, "true") == 0 ? 0 : 1].desc = json_is_null(v) ? NULL : v;
-    }
-    return JEV_OK;
-}
-
-/*
- * Options keep request order: jansson 2.14 iterates objects in insertion
- * order, and labels (A, B, ...) and answer probabilities follow it (spec
- * §2.2; tests/test-decide-request.c pins a non-alphabetical order).
- */
-static enum jev_status s1_choice(struct jev_question *q, json_t *crit, const char *path, struct jev_request_error *e) {
-    const char *want = "an object mapping 1 to 255 option names to descriptions";
-    if (crit == NULL || json_is_null(crit))
-        return jev_rq_fail(e, 422, path, "missing: a choice question needs criteria, %s", want);
-    if (!json_is_object(crit))
-        return jev_rq_fail(e, 422, path, "must be %s", want);
-    size_t n = json_object_size(crit);
-    if (n < JEV_DECIDE_MIN_OPTIONS)
-        return jev_rq_fail(e, 422, path, "has no options (a choice needs %d to %d)", JEV_DECIDE_MIN_OPTIONS,
-                           JEV_DECIDE_MAX_OPTIONS);
-    if (n > JEV_DECIDE_MAX_OPTIONS)
-        return jev_rq_fail(e, 422, path, "has %zu options (the maximum is %d)", n, JEV_DECIDE_MAX_OPTIONS);
-    const char *k;
-    json_t *v;
-    int32_t i = 0;
-    json_object_foreach(crit, k, v) {
-        char p[400];
-        jev_rq_path(p, sizeof p, "%s.%s", path, k);
-        if (k[0] == '\0')
-            return jev_rq_fail(e, 422, path, "an option name must not be empty");
-        JEV_TRY(jev_rq_check_depth(v, p, e));
-        q->options[i].key = q->options[i].text = k;
-        q->options[i].desc = json_is_null(v) ? NULL : v;
-        i++;
-    }
-    q->n_options = i;
-    return JEV_OK;
-}
-
-/*
- * Level i is criteria[i], lowest first; its key is the digit the model reads.
- * A null level is an undescribed one (the model reads its number alone, the
- * legend echoes null), as a null choice description is: the TypeSafe SDK's
- * score() helper documents "entries may be null" and sends them (spec §2.2).
- */
-static enum jev_status s1_score(struct jev_question *q, json_t *crit, const char *path, struct jev_request_error *e) {
-    const char *want = "an array of 2 to 10 level descriptions, lowest first";
-    if (crit == NULL || json_is_null(crit))
-        return jev_rq_fail(e, 422, path, "missing: a score question needs criteria, %s", want);
-    if (!json_is_array(crit))
-        return jev_rq_fail(e, 422, path, "must be %s", want);
-    size_t n = json_array_size(crit);
-    if (n < JEV_DECIDE_MIN_LEVELS || n > JEV_DECIDE_MAX_LEVELS)
-        return jev_rq_fail(e, 422, path, "has %zu level%s (a score needs %d to %d)", n, n == 1 ? "" : "s",
-                           JEV_DECIDE_MIN_LEVELS, JEV_DECIDE_MAX_LEVELS);
-    size_t i;
-    json_t *v;
-    json_array_foreach(crit, i, v) {
-        char p[400];
-        jev_rq_path(p, sizeof p, "%s[%zu]", path, i);
-        q->options[i].key = jev_rq_level_keys[i];
-        if (json_is_null(v)) {
-            q->options[i].value = v; /* legend: null, desc: none */
-            continue;
-        }
-        if (json_is_string(v) && jev_rq_blank(json_string_value(v)))
-            return jev_rq_fail(e, 422, p, "a level must not be empty");
-        JEV_TRY(jev_rq_check_depth(v, p, e));
-        q->options[i].desc = v;
-        q->options[i].value = v;
-    }
-    q->n_options = (int32_t)n;
-    return JEV_OK;
+    return jev_qtype_wire_get(type)->s1_count(json_object_get(q, "criteria"));
 }
 
 /*
@@ -147,21 +52,19 @@ static enum jev_status s1_question(struct jev_question *q, const char *id, json_
     q->id = id;
     json_t *t = json_object_get(v, "type");
     jev_rq_path(p, sizeof p, "%s.type", path);
+    char names[128];
     if (t == NULL)
-        return jev_rq_fail(e, 422, p, "missing (one of noul, choice, score)");
+        return jev_rq_fail(e, 422, p, "missing (one of %s)", jev_qtype_names(names, sizeof names));
     if (!json_is_string(t))
-        return jev_rq_fail(e, 422, p, "must be a string (one of noul, choice, score)");
+        return jev_rq_fail(e, 422, p, "must be a string (one of %s)", jev_qtype_names(names, sizeof names));
     const char *ts = json_string_value(t);
-    if (strcmp(ts, "noul") == 0)
-        q->type = JEV_QTYPE_NOUL;
-    else if (strcmp(ts, "choice") == 0)
-        q->type = JEV_QTYPE_CHOICE;
-    else if (strcmp(ts, "score") == 0)
-        q->type = JEV_QTYPE_SCORE;
-    else if (strcmp(ts, "box") == 0)
-        return jev_rq_fail(e, 422, p, "unsupported question type \"box\" (supported: noul, choice, score)");
-    else
-        return jev_rq_fail(e, 422, p, "unknown question type \"%s\" (one of noul, choice, score)", ts);
+    if (!jev_qtype_by_name(ts, &q->type)) {
+        if (strcmp(ts, "box") == 0)
+            return jev_rq_fail(e, 422, p, "unsupported question type \"box\" (supported: %s)",
+                               jev_qtype_names(names, sizeof names));
+        return jev_rq_fail(e, 422, p, "unknown question type \"%s\" (one of %s)", ts,
+                           jev_qtype_names(names, sizeof names));
+    }
     const char *k;
     json_t *f;
     json_object_foreach(v, k, f) {
@@ -176,11 +79,10 @@ static enum jev_status s1_question(struct jev_question *q, const char *id, json_
     q->instructions = ins;
     jev_rq_path(p, sizeof p, "%s.criteria", path);
     json_t *crit = json_object_get(v, "criteria");
-    if (q->type == JEV_QTYPE_NOUL)
-        return s1_noul(q, crit, p, e);
-    if (q->type == JEV_QTYPE_CHOICE)
-        return s1_choice(q, crit, p, e);
-    return s1_score(q, crit, p, e);
+    const struct jev_qtype_ops *dt = jev_qtype_get(q->type);
+    if (dt->fixed_options)
+        dt->fixed_options(q);
+    return jev_qtype_wire_get(q->type)->s1_parse(q, crit, p, e);
 }
 
 /* ---- System One: images ---- */
@@ -219,8 +121,9 @@ static bool request_mentions(const struct jev_request *r, const char *key) {
         const struct jev_question *q = &r->questions[i];
         if (strstr(q->id, key) || mentions(q->instructions, key))
             return true;
+        bool caller_keys = jev_qtype_get(q->type)->caller_keys; /* choice names; not yes/no or digits */
         for (int32_t j = 0; j < q->n_options; j++)
-            if ((q->type == JEV_QTYPE_CHOICE && strstr(q->options[j].key, key)) || mentions(q->options[j].desc, key))
+            if ((caller_keys && strstr(q->options[j].key, key)) || mentions(q->options[j].desc, key))
                 return true;
     }
     return false;

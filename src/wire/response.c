@@ -1,53 +1,27 @@
 /*
  * response.c - the response bodies of both wire shapes (key orders: see
- * response.h and spec/systemone.md §4, §8.2) and the error body.
+ * response.h and spec/systemone.md §4, §8.2) and the error body. Each
+ * answer's type-specific fields are its type's (wire/qtype-wire.h).
  */
 #include "wire/response.h" // defines: jev_response_*
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "io/jsonw.h" // defines: struct jev_jsonw
+#include "io/jsonw.h"               // defines: struct jev_jsonw
+#include "wire/qtype-wire.h"        // defines: jev_qtype_wire_get
+#include "wire/response-internal.h" // defines: jev_resp_*
 
-/* ---- response bodies ---- */
+/* ---- the parts several types share (response-internal.h) ---- */
 
-/* An option's value as the answer echoes it: the typed value, else the key. */
-static void put_option_value(struct jev_jsonw *w, const struct jev_option *o) {
+void jev_resp_option_value(struct jev_jsonw *w, const struct jev_option *o) {
     if (o->value)
         jev_jsonw_value(w, o->value);
     else
         jev_jsonw_str(w, o->key);
 }
 
-/* One System One answer; key order per §4.2 (type first, confidence last). */
-static void s1_answer(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
-    jev_jsonw_raw(w, "{\"type\":");
-    jev_jsonw_str(w, jev_qtype_name(q->type));
-    if (q->type == JEV_QTYPE_NOUL) {
-        jev_jsonw_raw(w, ",\"noul\":");
-        jev_jsonw_double(w, a->probs[0]);
-        jev_jsonw_raw(w, "}");
-        return;
-    }
-    if (q->type == JEV_QTYPE_CHOICE) {
-        jev_jsonw_raw(w, ",\"choice\":");
-        jev_jsonw_str(w, q->options[a->winner].key);
-    } else {
-        jev_jsonw_raw(w, ",\"score\":");
-        jev_jsonw_double(w, a->score);
-        jev_jsonw_raw(w, ",\"legend\":{");
-        for (int32_t j = 0; j < q->n_options; j++) {
-            if (j)
-                jev_jsonw_raw(w, ",");
-            jev_jsonw_str(w, q->options[j].key);
-            jev_jsonw_raw(w, ":");
-            if (q->options[j].value)
-                jev_jsonw_value(w, q->options[j].value);
-            else
-                jev_jsonw_str(w, q->options[j].text ? q->options[j].text : q->options[j].key);
-        }
-        jev_jsonw_raw(w, "}");
-    }
+void jev_resp_s1_probs_confidence(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
     jev_jsonw_raw(w, ",\"probabilities\":{");
     for (int32_t j = 0; j < q->n_options; j++) {
         if (j)
@@ -58,6 +32,29 @@ static void s1_answer(struct jev_jsonw *w, const struct jev_question *q, const s
     }
     jev_jsonw_raw(w, "},\"confidence\":");
     jev_jsonw_double(w, a->confidence);
+}
+
+void jev_resp_oa_probs(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a,
+                       void (*entry)(struct jev_jsonw *w, const struct jev_question *q, int32_t j)) {
+    jev_jsonw_raw(w, ",\"probabilities\":[");
+    for (int32_t j = 0; j < q->n_options; j++) {
+        jev_jsonw_raw(w, j ? ",{" : "{");
+        entry(w, q, j);
+        jev_jsonw_raw(w, ",\"probability\":");
+        jev_jsonw_double(w, a->probs[j]);
+        jev_jsonw_raw(w, "}");
+    }
+    jev_jsonw_raw(w, "]");
+}
+
+/* ---- response bodies ---- */
+
+/* One System One answer; key order per §4.2: type first, then the type's fields (its s1_answer
+ * slot: qtype-wire-*.c). */
+static void s1_answer(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
+    jev_jsonw_raw(w, "{\"type\":");
+    jev_jsonw_str(w, jev_qtype_name(q->type));
+    jev_qtype_wire_get(q->type)->s1_answer(w, q, a);
     jev_jsonw_raw(w, "}");
 }
 
@@ -86,59 +83,20 @@ char *jev_response_systemone(const struct jev_request *r, const struct jev_answe
     return jev_jsonw_finish(&w);
 }
 
-/* §8.3: a noul is a "predicate" on the OpenAI wire. */
-static const char *oa_type(enum jev_qtype t) { return t == JEV_QTYPE_NOUL ? "predicate" : jev_qtype_name(t); }
-
-/* One OpenAI answer (§8.2): type, name (null when not given), the value,
- * confidence, then probabilities as an ordered list of {value, probability}. */
+/* One OpenAI answer (§8.2): type (§8.3's name, or "refusal"), name (null when not given), then
+ * the type's fields (its oa_answer slot); a refusal has none. */
 static void oa_answer(struct jev_jsonw *w, const struct jev_question *q, const struct jev_answer *a) {
+    const struct jev_qtype_wire *t = jev_qtype_wire_get(q->type);
     jev_jsonw_raw(w, "{\"type\":");
-    jev_jsonw_str(w, a->refused ? "refusal" : oa_type(q->type));
+    jev_jsonw_str(w, a->refused ? "refusal" : t->oa_name);
     jev_jsonw_raw(w, ",\"name\":");
     if (q->named)
         jev_jsonw_str(w, q->id);
     else
         jev_jsonw_raw(w, "null");
-    if (a->refused) {
-        jev_jsonw_raw(w, "}");
-        return;
-    }
-    if (q->type == JEV_QTYPE_NOUL) {
-        jev_jsonw_raw(w, ",\"probability\":");
-        jev_jsonw_double(w, a->probs[0]);
-        jev_jsonw_raw(w, "}");
-        return;
-    }
-    if (q->type == JEV_QTYPE_CHOICE) {
-        jev_jsonw_raw(w, ",\"choice\":");
-        put_option_value(w, &q->options[a->winner]);
-    } else {
-        jev_jsonw_raw(w, ",\"score\":");
-        jev_jsonw_double(w, a->score);
-    }
-    jev_jsonw_raw(w, ",\"confidence\":");
-    jev_jsonw_double(w, a->confidence);
-    jev_jsonw_raw(w, ",\"probabilities\":[");
-    for (int32_t j = 0; j < q->n_options; j++) {
-        const struct jev_option *o = &q->options[j];
-        jev_jsonw_raw(w, j ? ",{\"value\":" : "{\"value\":");
-        if (q->type == JEV_QTYPE_CHOICE) {
-            put_option_value(w, o);
-        } else {
-            jev_jsonw_int(w, j);
-            jev_jsonw_raw(w, ",\"label\":");
-            if (o->text)
-                jev_jsonw_str(w, o->text);
-            else if (o->value && json_is_string(o->value))
-                jev_jsonw_str(w, json_string_value(o->value));
-            else
-                jev_jsonw_str(w, o->key); /* a System One level given as JSON: its index */
-        }
-        jev_jsonw_raw(w, ",\"probability\":");
-        jev_jsonw_double(w, a->probs[j]);
-        jev_jsonw_raw(w, "}");
-    }
-    jev_jsonw_raw(w, "]}");
+    if (!a->refused)
+        t->oa_answer(w, q, a);
+    jev_jsonw_raw(w, "}");
 }
 
 /* total_tokens = input + output; cache writes and reasoning are not tracked (0). */
