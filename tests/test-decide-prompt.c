@@ -4,6 +4,11 @@
  * escaping of special-token look-alikes in caller text, the fork point,
  * text-mode candidates and the generate_json prompt; an undescribed (null)
  * score level in the prompt and in the answer's legend.
+ *
+ * References: the JSON state inside the real prefix must equal CPython's
+ * json.dumps(state, indent=2, ensure_ascii=False) (tests/golden/state-render.json
+ * from scripts/reference/state_render_goldens.py over tests/data/state-cases.json),
+ * and where jev refuses a state the refusal is the documented one.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,8 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "decide/answer.h"        // defines: jev_answers_init, jev_response_systemone
 #include "decide/prompt-render.h" // defines: jev_prompt_*
+#include "io/jsonw.h"             // defines: jev_jsonw_value_indent
 #include "wire/request.h"         // defines: jev_request_parse_*, struct jev_request_error
 #include "wire/response.h"        // defines: jev_response_*
 
@@ -288,11 +296,122 @@ static void test_undescribed_level(void **state) {
     jev_request_free(&r);
 }
 
+/* ---- the state as the model sees it ---- */
+
+/* A golden string and jev's bytes, equal or printed. */
+static bool same_text(const char *name, const char *what, const char *got, size_t n, const json_t *want) {
+    if (want != NULL && json_string_length(want) == n && memcmp(got, json_string_value(want), n) == 0)
+        return true;
+    print_message("%s (%s): jev:\n%.*s\nwant:\n%s\n", name, what, (int)n, got,
+                  want ? json_string_value(want) : "(no golden)");
+    return false;
+}
+
+/*
+ * Every case twice. First the writer itself against json.dumps, wherever
+ * jansson reads the value (duplicate keys and U+0000 included, which the
+ * request parser refuses). Then the production path: the state spliced into
+ * a System One body as written (1E2, 2^63, a repeated key reach the parser
+ * as a client sends them), the request parser, jev_prompt_prefix, and the
+ * text between "<state>\n" and "\n</state>" compared with the golden; a
+ * refused case must get its documented status and message.
+ */
+static void test_state_matches_python(void **state) {
+    (void)state;
+    json_error_t jerr;
+    json_t *inputs = json_load_file("tests/data/state-cases.json", 0, &jerr);
+    json_t *golden = json_load_file("tests/golden/state-render.json", 0, &jerr);
+    assert_non_null(inputs);
+    assert_non_null(golden);
+    const json_t *cases = json_object_get(inputs, "cases"), *gcases = json_object_get(golden, "cases");
+    assert_int_equal(json_array_size(cases), json_array_size(gcases));
+    assert_true(json_array_size(cases) >= 30);
+    int bad = 0, shown_n = 0, refused_n = 0;
+    for (size_t i = 0; i < json_array_size(cases); i++) {
+        const json_t *c = json_array_get(cases, i), *g = json_array_get(gcases, i);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        assert_string_equal(name, json_string_value(json_object_get(g, "name")));
+        const char *src = json_string_value(json_object_get(c, "json"));
+        const json_t *refused = json_object_get(c, "refused");
+
+        json_t *v = json_loads(src, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
+        if (v == NULL) {
+            assert_non_null(refused); /* only a refused case may be past jansson */
+        } else {
+            struct jev_jsonw w;
+            jev_jsonw_init(&w);
+            jev_jsonw_value_indent(&w, v, 2);
+            char *t = jev_jsonw_finish(&w);
+            assert_non_null(t);
+            bad += !same_text(name, "json.dumps", t, strlen(t), json_object_get(g, "dumps"));
+            free(t);
+            json_decref(v);
+        }
+
+        char *body = malloc(strlen(src) + 128);
+        assert_non_null(body);
+        sprintf(body, "{\"state\": %s, \"questions\": {\"q\": {\"type\": \"noul\", \"instructions\": \"Is it?\"}}}",
+                src);
+        struct jev_request r;
+        struct jev_request_error e = {0};
+        enum jev_status st = jev_request_parse_systemone(body, strlen(body), NULL, &r, &e);
+        free(body);
+        if (refused) {
+            refused_n++;
+            const char *want = json_string_value(json_object_get(refused, "message"));
+            if (st == JEV_OK || e.http_status != json_integer_value(json_object_get(refused, "status")) ||
+                strstr(e.message, want) == NULL) {
+                print_message("%s: want a %d refusal with \"%s\", got status %d: %s\n", name,
+                              (int)json_integer_value(json_object_get(refused, "status")), want, e.http_status,
+                              st == JEV_OK ? "(accepted)" : e.message);
+                bad++;
+            }
+            if (st == JEV_OK)
+                jev_request_free(&r);
+            continue;
+        }
+        assert_int_equal(st, JEV_OK);
+        struct jev_prompt p;
+        jev_prompt_init(&p);
+        struct jev_error err = {0};
+        assert_int_equal(jev_prompt_prefix(&p, &r, NULL, &err), JEV_OK);
+        check_segments(&p);
+        const json_t *shown = json_object_get(g, "shown");
+        assert_non_null(shown);
+        const char *open = "<|im_start|>user\n<state>\n", *close = "\n</state>\n\n";
+        const char *at = strstr(p.text, open);
+        if (json_string_length(shown) == 0) {
+            /* a blank string state: no block at all */
+            if (at != NULL || strstr(p.text, "<state>") != NULL) {
+                print_message("%s: a blank state still has a <state> block:\n%s\n", name, p.text);
+                bad++;
+            }
+        } else if (at == NULL || p.len < strlen(close) || strcmp(p.text + p.len - strlen(close), close) != 0) {
+            print_message("%s: the prefix has no <state> block:\n%s\n", name, p.text);
+            bad++;
+        } else {
+            const char *from = at + strlen(open);
+            bad += !same_text(name, "prompt", from, (size_t)(p.text + p.len - strlen(close) - from), shown);
+            /* the state is caller text: one USER segment, exactly that text */
+            char *u = kind_text(&p, JEV_SEG_USER);
+            bad += !same_text(name, "USER segment", u, strlen(u), shown);
+            free(u);
+            shown_n++;
+        }
+        jev_prompt_free(&p);
+        jev_request_free(&r);
+    }
+    assert_int_equal(bad, 0);
+    assert_true(shown_n >= 20 && refused_n >= 8);
+    json_decref(inputs);
+    json_decref(golden);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_workload_label_prompt), cmocka_unit_test(test_systemone_prompts),
         cmocka_unit_test(test_genjson_prompt),        cmocka_unit_test(test_candidates_and_frames),
-        cmocka_unit_test(test_undescribed_level),
+        cmocka_unit_test(test_undescribed_level),     cmocka_unit_test(test_state_matches_python),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

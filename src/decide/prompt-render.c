@@ -9,9 +9,10 @@
  *     model meets a prompt it was tuned on;
  *   - the state sits in <state> tags after the image and before any question,
  *     so the fork point comes after it, and the system turn says it is data;
- *   - caller strings are shown as they are (trimmed at both ends), JSON in
- *     one fixed layout (2-space indent, caller key order, UTF-8 unescaped,
- *     shortest doubles), option texts and descriptions on one line.
+ *   - caller strings are shown as they are (trimmed at both ends), JSON as
+ *     Python's json.dumps(value, indent=2, ensure_ascii=False) writes it
+ *     (io/jsonw.h; the Python peers show the state that way), option texts
+ *     and descriptions on one line.
  */
 #include "decide/prompt-render.h" // defines: struct jev_prompt
 
@@ -229,6 +230,7 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
     }
     bool st = !state_empty(r->state);
     if (st) {
+        /* tests/golden/state-render.json checks this text against json.dumps */
         tmpl(p, "<state>\n");
         user_value(p, r->state, false);
         tmpl(p, "\n</state>");
