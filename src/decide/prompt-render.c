@@ -198,16 +198,15 @@ static bool has_desc(const json_t *d) {
     return false;
 }
 
-static bool state_empty(const json_t *st) {
-    if (st == NULL)
-        return true;
-    if (!json_is_string(st))
-        return false;
-    for (const char *s = json_string_value(st); *s; s++)
+/* NULL, or nothing but spaces, tabs and line breaks. */
+static bool blank(const char *s) {
+    for (; s && *s; s++)
         if (!is_space(*s))
             return false;
     return true;
 }
+
+static bool state_empty(const json_t *st) { return st == NULL || (json_is_string(st) && blank(json_string_value(st))); }
 
 /* ---- the prefix ---- */
 
@@ -217,7 +216,7 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
     const struct jev_prompt_frame *f = frame ? frame : &def;
     tmpl(p, f->system_open);
     tmpl(p, f->system_text);
-    if (r->context && r->context[0]) {
+    if (!blank(r->context)) { /* the template trims the system content: a blank context leaves no "\n\n" */
         tmpl(p, "\n\n");
         user(p, r->context, false);
     }
@@ -331,25 +330,25 @@ enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_reques
     const struct jev_prompt_frame *f = frame ? frame : &def;
     tmpl(p, "Answer every question below. Reply with only one compact JSON object that maps each question id "
             "to the id of its chosen option (the word after \"- \"), for example "
-            "{\"<question id>\":\"<option id>\"}.\n");
+            "{\"<question id>\":\"<option id>\"}.");
+    /* line breaks go before lines, not after: the chat template trims the
+     * user turn's content, so a final "\n" would not reach the model there */
     for (int32_t qi = 0; qi < r->n_questions; qi++) {
         const struct jev_question *q = &r->questions[qi];
-        tmpl(p, "\n");
+        tmpl(p, "\n\n");
         user(p, q->id, true);
         tmpl(p, ": ");
         user_value(p, q->instructions, false);
-        tmpl(p, "\n");
         for (int32_t i = 0; i < q->n_options; i++) {
             const struct jev_option *o = &q->options[i];
             bool shows_text = o->text && strcmp(o->text, o->key) != 0;
-            tmpl(p, "- ");
+            tmpl(p, "\n- ");
             user(p, o->key, true);
             if (shows_text) {
                 tmpl(p, ": ");
                 user(p, o->text, true);
             }
             desc_tail(p, o->desc, shows_text ? " - " : ": ");
-            tmpl(p, "\n");
         }
     }
     tmpl(p, f->turn_end);
