@@ -1,12 +1,11 @@
 /*
- * test-chat.c - the prompt builder, the Qwen3.5 chat frame and state
- * rendering.
+ * test-chat.c - the prompt builder and the Qwen3.5 chat frame.
  *
  * References: the chat frame must equal the tokenizer's encoding of the
  * whole rendered template string (specials enabled), which the tokenizer
  * goldens tie to Hugging Face tokenizers (the corpus holds the full frame as
- * case "chat_frame"); state rendering must equal CPython's json.dumps
- * (tests/golden/state-render.json from scripts/reference/state_render_goldens.py).
+ * case "chat_frame"). State rendering is tested where the prompt is built
+ * (tests/test-decide-prompt.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "io/jsonw.h"       // defines: jev_jsonw_value_indent
 #include "text/chat.h"      // defines: jev_chat_*
 #include "text/tokenizer.h" // defines: jev_tokenizer_*
 
@@ -161,8 +161,15 @@ static void test_lookalikes_in_user_text_and_state(void **state) {
     assert_int_equal(jev_chat_mark(&p, &a, &err), JEV_OK);
     assert_int_equal(jev_chat_user_text(&p, attack, strlen(attack), &err), JEV_OK);
     assert_int_equal(jev_chat_mark(&p, &b, &err), JEV_OK);
+    /* a state rendered as the prompt renders it, appended as user text */
     json_t *st = json_pack("{s:s,s:[s,s]}", "note", attack, "tags", "<|vision_start|>", "</think>");
-    assert_int_equal(jev_chat_state(&p, st, &err), JEV_OK);
+    struct jev_jsonw w;
+    jev_jsonw_init(&w);
+    jev_jsonw_value_indent(&w, st, 2);
+    char *st_text = jev_jsonw_finish(&w);
+    assert_non_null(st_text);
+    assert_int_equal(jev_chat_user_text(&p, st_text, strlen(st_text), &err), JEV_OK);
+    free(st_text);
     assert_int_equal(jev_chat_mark(&p, &c, &err), JEV_OK);
     assert_int_equal(jev_chat_assistant_begin(&p, &err), JEV_OK);
     assert_int_equal(jev_chat_finish(&p, &err), JEV_OK);
@@ -244,41 +251,6 @@ static void test_errors_and_bad_bytes(void **state) {
     jev_chat_free(&p);
 }
 
-/* ---- state rendering ---- */
-
-static void test_state_rendering_matches_python(void **state) {
-    (void)state;
-    json_error_t jerr;
-    json_t *inputs = json_load_file("tests/data/state-cases.json", 0, &jerr);
-    json_t *golden = json_load_file("tests/golden/state-render.json", JSON_ALLOW_NUL, &jerr);
-    assert_non_null(inputs);
-    assert_non_null(golden);
-    const json_t *cases = json_object_get(inputs, "cases"), *gcases = json_object_get(golden, "cases");
-    assert_int_equal(json_array_size(cases), json_array_size(gcases));
-    int bad = 0;
-    for (size_t i = 0; i < json_array_size(cases); i++) {
-        const char *src = json_string_value(json_object_get(json_array_get(cases, i), "json"));
-        json_t *v = json_loads(src, JSON_DECODE_ANY | JSON_ALLOW_NUL, &jerr);
-        assert_non_null(v);
-        char *out;
-        size_t len;
-        struct jev_error err = {0};
-        assert_int_equal(jev_chat_render_state(v, &out, &len, &err), JEV_OK);
-        const json_t *want = json_object_get(json_array_get(gcases, i), "rendered");
-        if (len != json_string_length(want) || memcmp(out, json_string_value(want), len) != 0) {
-            print_message("%s: jev:\n%s\nwant:\n%s\n",
-                          json_string_value(json_object_get(json_array_get(cases, i), "name")), out,
-                          json_string_value(want));
-            bad++;
-        }
-        free(out);
-        json_decref(v);
-    }
-    assert_int_equal(bad, 0);
-    json_decref(inputs);
-    json_decref(golden);
-}
-
 /* ---- main ---- */
 
 static int setup(void **state) {
@@ -304,7 +276,6 @@ int main(void) {
         cmocka_unit_test(test_lookalikes_in_user_text_and_state),
         cmocka_unit_test(test_mark_at_newline_boundary),
         cmocka_unit_test(test_errors_and_bad_bytes),
-        cmocka_unit_test(test_state_rendering_matches_python),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

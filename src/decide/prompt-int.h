@@ -32,7 +32,8 @@ bool dc_prompt_has_desc(const json_t *d);
 /* sep and the description on one line, or nothing when it has none. */
 void dc_prompt_desc_tail(struct jev_prompt *p, const json_t *d, const char *sep);
 
-/* [RENDER_GENJSON] shared by every type today: "- <id>[: <text>][ - <desc>]" per option. */
+/* [RENDER_GENJSON] shared by every type today: "\n- <id>[: <text>][ - <desc>]" per option (the line break
+ * first: the last option ends the user turn directly, as the chat template trims it). */
 void dc_prompt_genjson_ids(struct jev_prompt *p, const struct jev_question *q);
 
 #endif

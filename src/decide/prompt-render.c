@@ -9,9 +9,10 @@
  *     model meets a prompt it was tuned on;
  *   - the state sits in <state> tags after the image and before any question,
  *     so the fork point comes after it, and the system turn says it is data;
- *   - caller strings are shown as they are (trimmed at both ends), JSON in
- *     one fixed layout (2-space indent, caller key order, UTF-8 unescaped,
- *     shortest doubles), option texts and descriptions on one line.
+ *   - caller strings are shown as they are (trimmed at both ends), JSON as
+ *     Python's json.dumps(value, indent=2, ensure_ascii=False) writes it
+ *     (io/jsonw.h; the Python peers show the state that way), option texts
+ *     and descriptions on one line.
  */
 #include "decide/prompt-render.h" // defines: struct jev_prompt
 
@@ -199,16 +200,15 @@ static bool has_desc(const json_t *d) {
     return false;
 }
 
-static bool state_empty(const json_t *st) {
-    if (st == NULL)
-        return true;
-    if (!json_is_string(st))
-        return false;
-    for (const char *s = json_string_value(st); *s; s++)
+/* NULL, or nothing but spaces, tabs and line breaks. */
+static bool blank(const char *s) {
+    for (; s && *s; s++)
         if (!is_space(*s))
             return false;
     return true;
 }
+
+static bool state_empty(const json_t *st) { return st == NULL || (json_is_string(st) && blank(json_string_value(st))); }
 
 /* ---- the prefix ---- */
 
@@ -218,7 +218,7 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
     const struct jev_prompt_frame *f = frame ? frame : &def;
     tmpl(p, f->system_open);
     tmpl(p, f->system_text);
-    if (r->context && r->context[0]) {
+    if (!blank(r->context)) { /* the template trims the system content: a blank context leaves no "\n\n" */
         tmpl(p, "\n\n");
         user(p, r->context, false);
     }
@@ -231,6 +231,7 @@ enum jev_status jev_prompt_prefix(struct jev_prompt *p, const struct jev_request
     }
     bool st = !state_empty(r->state);
     if (st) {
+        /* tests/golden/state-render.json checks this text against json.dumps */
         tmpl(p, "<state>\n");
         user_value(p, r->state, false);
         tmpl(p, "\n</state>");
@@ -296,14 +297,13 @@ void dc_prompt_genjson_ids(struct jev_prompt *p, const struct jev_question *q) {
     for (int32_t i = 0; i < q->n_options; i++) {
         const struct jev_option *o = &q->options[i];
         bool shows_text = o->text && strcmp(o->text, o->key) != 0;
-        tmpl(p, "- ");
+        tmpl(p, "\n- ");
         user(p, o->key, true);
         if (shows_text) {
             tmpl(p, ": ");
             user(p, o->text, true);
         }
         dc_prompt_desc_tail(p, o->desc, shows_text ? " - " : ": ");
-        tmpl(p, "\n");
     }
 }
 
@@ -313,14 +313,15 @@ enum jev_status jev_prompt_genjson(struct jev_prompt *p, const struct jev_reques
     const struct jev_prompt_frame *f = frame ? frame : &def;
     tmpl(p, "Answer every question below. Reply with only one compact JSON object that maps each question id "
             "to the id of its chosen option (the word after \"- \"), for example "
-            "{\"<question id>\":\"<option id>\"}.\n");
+            "{\"<question id>\":\"<option id>\"}.");
+    /* line breaks go before lines, not after: the chat template trims the
+     * user turn's content, so a final "\n" would not reach the model there */
     for (int32_t qi = 0; qi < r->n_questions; qi++) {
         const struct jev_question *q = &r->questions[qi];
-        tmpl(p, "\n");
+        tmpl(p, "\n\n");
         user(p, q->id, true);
         tmpl(p, ": ");
         user_value(p, q->instructions, false);
-        tmpl(p, "\n");
         jev_qtype_get(q->type)->render_genjson(p, q);
     }
     tmpl(p, f->turn_end);

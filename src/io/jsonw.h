@@ -1,12 +1,14 @@
 /*
- * jsonw.h - a small JSON text writer for responses whose bytes we promise:
- * keys in the order written, compact, and doubles in their shortest form
- * that reads back to the same double (full precision, no "%.17g" noise).
+ * jsonw.h - jev's one JSON text writer, for responses and prompts whose
+ * bytes we promise: keys in the order written, strings escaped and numbers
+ * written as CPython's json module writes them (floats as float.__repr__:
+ * shortest round-trip digits, 100.0, 1e+16, 1e-05), either compact (the
+ * responses) or in the indented layout of the prompts, which is
+ * json.dumps(value, indent=2, ensure_ascii=False) byte for byte.
  *
  * Why not json_dumps: jansson prints reals with "%.17g" (0.1 becomes
- * 0.10000000000000001), and responses carry many probabilities. Everything
- * else (string escaping rules, caller JSON echoed back) matches jansson's
- * compact output. Not a parser; not for untrusted format strings.
+ * 0.10000000000000001), and its indented layout is not Python's.
+ * Not a parser; not for untrusted format strings.
  */
 #ifndef JEV_IO_JSONW_H
 #define JEV_IO_JSONW_H
@@ -30,16 +32,18 @@ void jev_jsonw_free(struct jev_jsonw *w);
 void jev_jsonw_raw(struct jev_jsonw *w, const char *s);
 /* Appends a quoted, escaped string (UTF-8 passes through). */
 void jev_jsonw_str(struct jev_jsonw *w, const char *s);
-/* Appends a number: shortest round-trip form, ".0" added to integral values,
- * null for NaN / infinity (never produced for finite answers). */
+/* Appends a number as jev_format_double writes it; null for NaN / infinity
+ * (never produced for finite answers, and JSON input has none). */
 void jev_jsonw_double(struct jev_jsonw *w, double d);
 void jev_jsonw_int(struct jev_jsonw *w, int64_t v);
 /* Appends a caller JSON value, compact, keys in their stored order. */
 void jev_jsonw_value(struct jev_jsonw *w, const json_t *v);
 
-/* Appends a caller JSON value in the fixed indented layout of the prompts:
- * `indent` spaces per level, "key": value, one item per line, empty
- * containers as {} / [], UTF-8 unescaped (jansson's JSON_INDENT layout). */
+/* Appends a caller JSON value as Python's json.dumps(v, indent=indent,
+ * ensure_ascii=False) writes it: `indent` spaces per level, one item per
+ * line ending in ",", "key": value, empty containers as {} / [], objects in
+ * their stored (= request) key order, UTF-8 unescaped, integers exact,
+ * floats as float.__repr__. tests/golden/state-render.json holds the proof. */
 void jev_jsonw_value_indent(struct jev_jsonw *w, const json_t *v, int indent);
 
 /* The text (caller frees with free()), or NULL after a failed allocation;
@@ -50,7 +54,10 @@ char *jev_jsonw_finish(struct jev_jsonw *w);
  * (messages that quote malformed input must stay valid text). */
 void jev_jsonw_utf8_fix(char *s);
 
-/* Shortest "%.*g" form of d that strtod reads back exactly; out holds 32. */
+/* Python's repr(d): the shortest digits that strtod reads back exactly,
+ * nearest to d among those, laid out like float.__repr__ ("0.1", "100.0",
+ * "-0.0", "1e+16", "1e-05", "5e-324"); "inf", "-inf", "nan" for the
+ * non-finite. out holds 32 (the longest is 24 bytes). */
 void jev_format_double(double d, char out[32]);
 
 #endif

@@ -1,8 +1,7 @@
 /*
  * chat.h - building Qwen3.5 prompts as token ids: a token builder that
- * keeps user text from ever becoming control tokens, the chat frame of one
- * user turn (optionally with an image), and the rendering of a decision
- * `state` as text.
+ * keeps user text from ever becoming control tokens, and the chat frame of
+ * one user turn (optionally with an image).
  *
  * What it is: the part of the chat template jev needs (spec/qwen35.md §8):
  *
@@ -11,8 +10,9 @@
  *
  * (non-thinking mode, no system turn, no BOS). Special tokens are looked up
  * by their content in the tokenizer, never by id.
- * What it is not: a Jinja engine, or the question/option layout of a
- * decision (src/decide builds that on top of this builder).
+ * What it is not: a Jinja engine, the question/option layout of a decision
+ * or the rendering of its JSON state (src/decide/prompt-render.c, with
+ * io/jsonw.h's writer).
  *
  * How the builder tokenizes. Text is collected into a "stretch" until the
  * next added token; the stretch is encoded in one piece when a token id is
@@ -34,7 +34,6 @@
 #ifndef JEV_TEXT_PROMPT_H
 #define JEV_TEXT_PROMPT_H
 
-#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -93,17 +92,5 @@ enum jev_status jev_chat_assistant_begin(struct jev_chat *p, struct jev_error *e
  * then starts with <|vision_start|>. */
 enum jev_status jev_chat_chat_user(struct jev_chat *p, size_t n_pad, const char *text, size_t len,
                                    struct jev_error *err);
-
-/* ---- state rendering ---- */
-
-/* Renders a decision state as text: a JSON string is its value as is; any
- * other value is Python's json.dumps(state, indent=2, ensure_ascii=False):
- * keys in the given order, 2-space indentation, "," at line ends and ": "
- * after keys, non-ASCII kept as UTF-8, floats in Python's repr. *out is
- * malloc'd and NUL-terminated (free() it); *len excludes the NUL. */
-enum jev_status jev_chat_render_state(const json_t *state, char **out, size_t *len, struct jev_error *err);
-
-/* Renders state and appends it as user text. */
-enum jev_status jev_chat_state(struct jev_chat *p, const json_t *state, struct jev_error *err);
 
 #endif

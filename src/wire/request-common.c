@@ -158,6 +158,70 @@ enum jev_status jev_rq_check_depth(const json_t *v, const char *path, struct jev
 
 /* ---- body ---- */
 
+/*
+ * The field path ("state.prices[2]") of the value that ends at byte `end` of
+ * a body whose parse stopped there: one pass over the bytes before it that
+ * keeps, per open container, the last key (objects, as written, escapes
+ * included) or the item index (arrays). The pre-scan has bounded the depth.
+ * Only used to name the field of a refusal.
+ */
+static void path_at(const char *s, size_t end, char *out, size_t cap) {
+    struct {
+        bool obj;       /* object (else array) */
+        bool want_key;  /* an object's next string is a key */
+        size_t key;     /* the key's first byte */
+        size_t key_len; /* its bytes */
+        size_t index;   /* an array's item */
+    } st[JEV_DECIDE_MAX_DEPTH + JEV_DECIDE_DEPTH_ENVELOPE + 1];
+    int depth = 0, max = (int)(sizeof st / sizeof st[0]);
+    for (size_t i = 0; i < end; i++) {
+        char c = s[i];
+        if (c == '"') {
+            size_t start = ++i;
+            while (i < end && s[i] != '"')
+                i += s[i] == '\\' ? 2 : 1;
+            if (depth > 0 && st[depth - 1].obj && st[depth - 1].want_key) {
+                st[depth - 1].key = start;
+                st[depth - 1].key_len = (i < end ? i : end) - start;
+                st[depth - 1].want_key = false;
+            }
+        } else if ((c == '{' || c == '[') && depth < max) {
+            st[depth].obj = c == '{';
+            st[depth].want_key = c == '{';
+            st[depth].key_len = 0;
+            st[depth].index = 0;
+            depth++;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        } else if (c == ',' && depth > 0) {
+            st[depth - 1].index++;
+            st[depth - 1].want_key = st[depth - 1].obj;
+        }
+    }
+    size_t n = 0;
+    out[0] = '\0';
+    for (int d = 0; d < depth && n + 1 < cap; d++) {
+        int k = st[d].obj ? snprintf(out + n, cap - n, "%s%.*s", n ? "." : "", (int)st[d].key_len, s + st[d].key)
+                          : snprintf(out + n, cap - n, "[%zu]", st[d].index);
+        n += k > 0 ? (size_t)k : 0;
+    }
+}
+
+/* A number jansson cannot hold (an integer outside int64, a real past
+ * DBL_MAX): 422 naming the field, with the number as written. */
+static enum jev_status number_out_of_range(const char *body, size_t pos, struct jev_request_error *e) {
+    size_t start = pos;
+    while (start > 0 && body[start - 1] != '\0' && strchr("0123456789+-.eE", body[start - 1]) != NULL)
+        start--; /* back over the number's own bytes */
+    char path[256];
+    path_at(body, pos, path, sizeof path);
+    size_t n = pos - start;
+    return jev_rq_fail(e, 422, path,
+                       "the number %.*s%s is out of range (integers from -2^63 to 2^63-1 are kept exactly, reals "
+                       "up to 1.7976931348623157e+308 in magnitude)",
+                       (int)(n > 40 ? 40 : n), body + start, n > 40 ? "..." : "");
+}
+
 /* JSON whitespace only (the four bytes RFC 8259 allows between tokens). */
 static bool all_space(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
@@ -186,6 +250,9 @@ enum jev_status jev_rq_load_body(const char *body, size_t len, const struct jev_
                            JEV_DECIDE_MAX_DEPTH + JEV_DECIDE_DEPTH_ENVELOPE, JEV_DECIDE_MAX_DEPTH);
     json_error_t jerr;
     json_t *v = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (v == NULL && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position >= 0 &&
+        (size_t)jerr.position <= len)
+        return number_out_of_range(body, (size_t)jerr.position, e);
     if (v == NULL)
         return jev_rq_fail(e, 400, "", "the body is not valid JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                            jerr.column);
