@@ -26,41 +26,33 @@
 void jev_chat_init(struct jev_chat *p, const struct jev_tokenizer *tok) {
     memset(p, 0, sizeof *p);
     p->tok = tok;
+    jev_buf_init(&p->stretch, JEV_CHAT_MAX_BYTES);
 }
 
 void jev_chat_free(struct jev_chat *p) {
     jev_tokens_free(&p->ids);
-    free(p->stretch);
+    jev_buf_free(&p->stretch);
     memset(p, 0, sizeof *p);
 }
 
-/* The stretch grows by doubling; a prompt is built once per request. */
+/* The stretch is capped at JEV_CHAT_MAX_BYTES; a failure names the cap. */
 static enum jev_status stretch_append(struct jev_chat *p, const char *s, size_t n, struct jev_error *err) {
-    if (p->n_stretch + n > p->cap_stretch) {
-        size_t cap = p->cap_stretch ? p->cap_stretch : 256;
-        while (cap < p->n_stretch + n)
-            cap *= 2;
-        char *b = realloc(p->stretch, cap);
-        if (b == NULL)
-            return jev_fail(err, JEV_ERR_NOMEM, "prompt: out of memory for %zu bytes of text", cap);
-        p->stretch = b;
-        p->cap_stretch = cap;
-    }
-    memcpy(p->stretch + p->n_stretch, s, n);
-    p->n_stretch += n;
+    struct jev_error inner = {0};
+    if (jev_buf_add(&p->stretch, s, n, &inner) != JEV_OK)
+        return jev_fail(err, inner.status, "prompt: %s", inner.msg);
     return JEV_OK;
 }
 
 /* Encodes the open stretch. Trusted-only stretches were split at added
  * tokens already; a stretch with user text is encoded without any. */
 static enum jev_status flush(struct jev_chat *p, struct jev_error *err) {
-    if (p->n_stretch == 0)
+    if (p->stretch.len == 0)
         return JEV_OK;
     /* a trusted-only stretch keeps added-token matching on, so normalized
      * added tokens (which the raw split leaves in place) still match */
     unsigned flags = p->stretch_has_user ? JEV_TOK_NO_ADDED : 0;
-    JEV_TRY(jev_tokenizer_encode(p->tok, p->stretch, p->n_stretch, flags, &p->ids, err));
-    p->n_stretch = 0;
+    JEV_TRY(jev_tokenizer_encode(p->tok, p->stretch.data, p->stretch.len, flags, &p->ids, err));
+    jev_buf_reset(&p->stretch);
     p->stretch_has_user = false;
     return JEV_OK;
 }
@@ -202,40 +194,19 @@ enum jev_status jev_chat_chat_user(struct jev_chat *p, size_t n_pad, const char 
 
 /* ---- state rendering ---- */
 
-/* A growable output string. */
+/* The rendered text, capped at JEV_CHAT_MAX_BYTES. */
 struct out {
-    char *s;    /* bytes */
-    size_t n;   /* used */
-    size_t cap; /* allocated */
-    bool oom;   /* an allocation failed */
-    bool deep;  /* nesting went past JEV_STATE_MAX_DEPTH */
+    struct jev_buf b; /* the text; its first failure sticks and is reported at the end */
+    bool deep;        /* nesting went past JEV_STATE_MAX_DEPTH */
 };
 
 /* Deeper states are refused rather than risking the stack (jansson's own
  * parser stops at 2048). */
 #define JEV_STATE_MAX_DEPTH 2048
 
-/* Appends n bytes, keeping the buffer NUL-terminated; an allocation failure
- * is remembered and reported once at the end instead of at every call. */
-static void out_put(struct out *o, const char *s, size_t n) {
-    if (o->oom)
-        return;
-    if (o->n + n + 1 > o->cap) {
-        size_t cap = o->cap ? o->cap : 256;
-        while (cap < o->n + n + 1)
-            cap *= 2;
-        char *b = realloc(o->s, cap);
-        if (b == NULL) {
-            o->oom = true;
-            return;
-        }
-        o->s = b;
-        o->cap = cap;
-    }
-    memcpy(o->s + o->n, s, n);
-    o->n += n;
-    o->s[o->n] = '\0';
-}
+/* Appends n bytes; a failure is remembered by the buffer and reported once
+ * at the end instead of at every call. */
+static void out_put(struct out *o, const char *s, size_t n) { jev_buf_add(&o->b, s, n, NULL); }
 
 static void out_str(struct out *o, const char *s) { out_put(o, s, strlen(s)); }
 
@@ -413,20 +384,19 @@ enum jev_status jev_chat_render_state(const json_t *state, char **out, size_t *l
     if (state == NULL)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "prompt: state is NULL");
     struct out o = {0};
+    jev_buf_init(&o.b, JEV_CHAT_MAX_BYTES);
     /* json_string_length: a state may hold U+0000 */
     if (json_is_string(state))
         out_put(&o, json_string_value(state), json_string_length(state));
     else
         render(&o, state, 0);
-    out_put(&o, "", 0); /* an empty string still gets its buffer */
-    if (o.oom || o.deep) {
-        free(o.s);
-        return o.deep ? jev_fail(err, JEV_ERR_INVALID_ARG, "prompt: state nests deeper than %d levels",
-                                 JEV_STATE_MAX_DEPTH)
-                      : jev_fail(err, JEV_ERR_NOMEM, "prompt: out of memory rendering the state");
+    if (o.deep) {
+        jev_buf_free(&o.b);
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "prompt: state nests deeper than %d levels", JEV_STATE_MAX_DEPTH);
     }
-    *out = o.s;
-    *len = o.n;
+    struct jev_error inner = {0};
+    if (jev_buf_take(&o.b, out, len, &inner) != JEV_OK) /* an empty state still gets its "" */
+        return jev_fail(err, inner.status, "prompt: rendering the state: %s", inner.msg);
     return JEV_OK;
 }
 
