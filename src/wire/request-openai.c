@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/read-file.h" // defines: jev_read_file
+
 /* Bytes reserved per question for a generated id "q%02d" (at most "q4095"). */
 #define GEN_ID_BYTES 16
 
@@ -552,22 +554,16 @@ enum jev_status jev_request_load_workload_file(const char *path, int32_t n_decis
                                                struct jev_request_error *rerr) {
     memset(out, 0, sizeof *out);
     memset(rerr, 0, sizeof *rerr);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return jev_rq_fail(rerr, 400, path, "cannot open the workload file");
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size < 0 || (size_t)size > JEV_DECIDE_MAX_BODY_BYTES || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return jev_rq_fail(rerr, size < 0 ? 400 : 413, path, "cannot read the workload file, or it is over %zu bytes",
-                           JEV_DECIDE_MAX_BODY_BYTES);
-    }
-    char *buf = malloc((size_t)size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    bool bad = buf == NULL || n != (size_t)size;
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return jev_rq_fail(rerr, 400, path, "cannot read the workload file");
+    char *buf = NULL;
+    size_t n = 0;
+    struct jev_error err = {0};
+    if (jev_read_file(path, JEV_DECIDE_MAX_BODY_BYTES, &buf, &n, &err) != JEV_OK) {
+        /* err.msg is "<path>: <why>"; the refusal names the path once, as its param */
+        size_t k = strlen(path);
+        const char *why = strncmp(err.msg, path, k) == 0 && err.msg[k] == ':' ? err.msg + k + 2 : err.msg;
+        return err.status == JEV_ERR_NOMEM
+                   ? jev_rq_fail(rerr, 413, path, "the workload file is too large: %s", why)
+                   : jev_rq_fail(rerr, 400, path, "cannot open the workload file or read it: %s", why);
     }
     enum jev_status s = jev_request_load_workload(buf, n, n_decisions, out, rerr);
     free(buf);
