@@ -20,7 +20,6 @@
 #include "common/bench/report.h" // defines: jev_report_markdown, jev_report_median
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
