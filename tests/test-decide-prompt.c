@@ -60,19 +60,19 @@ static void check_segments(const struct jev_prompt *p) {
             assert_int_not_equal(s->kind, p->segs[i - 1].kind);
         off += s->len;
     }
-    assert_int_equal(off, p->len);
-    assert_int_equal(strlen(p->text), p->len);
+    assert_int_equal(off, p->text.len);
+    assert_int_equal(strlen(p->text.data), p->text.len);
 }
 
 /* The concatenated text of the segments of one kind, "|" between segments. */
 static char *kind_text(const struct jev_prompt *p, enum jev_seg_kind k) {
-    char *out = calloc(1, p->len + (size_t)p->n_segs + 1);
+    char *out = calloc(1, p->text.len + (size_t)p->n_segs + 1);
     for (int32_t i = 0; i < p->n_segs; i++) {
         if (p->segs[i].kind != k)
             continue;
         if (out[0])
             strcat(out, "|");
-        strncat(out, p->text + p->segs[i].off, p->segs[i].len);
+        strncat(out, p->text.data + p->segs[i].off, p->segs[i].len);
     }
     return out;
 }
@@ -92,19 +92,19 @@ static void test_workload_label_prompt(void **state) {
     struct jev_prompt p;
     jev_prompt_init(&p);
     assert_int_equal(jev_prompt_prefix(&p, &r, NULL, &err), JEV_OK);
-    size_t fork = p.len;
+    size_t fork = p.text.len;
     assert_int_equal(jev_prompt_question(&p, &r, 0, NULL, l, &err), JEV_OK);
     check_segments(&p);
     /* the fork point: the prefix ends in a blank line after a special token, the question starts with a letter */
-    assert_memory_equal(p.text + fork - 16, "<|vision_end|>\n\n", 16);
-    assert_memory_equal(p.text + fork, "Question", 8);
+    assert_memory_equal(p.text.data + fork - 16, "<|vision_end|>\n\n", 16);
+    assert_memory_equal(p.text.data + fork, "Question", 8);
     /* the image placeholder sits between the frame's image markers */
     int32_t img = -1;
     for (int32_t i = 0; i < p.n_segs; i++)
         if (p.segs[i].kind == JEV_SEG_IMAGE)
             img = i;
     assert_true(img > 0);
-    assert_int_equal(p.segs[img].off, strstr(p.text, "<|vision_end|>") - p.text);
+    assert_int_equal(p.segs[img].off, strstr(p.text.data, "<|vision_end|>") - p.text.data);
     /* every caller string, and only those, is USER text */
     char *u = kind_text(&p, JEV_SEG_USER);
     assert_string_equal(u, "You are checking a photo for a pet adoption listing. Answer each question only from what "
@@ -171,9 +171,9 @@ static void test_genjson_prompt(void **state) {
     assert_int_equal(jev_request_load_workload_file("bench/dog-workload.json", 4, &r, &e), JEV_OK);
     jev_prompt_init(&p);
     assert_int_equal(jev_prompt_genjson(&p, &r, NULL, &err), JEV_OK);
-    assert_non_null(strstr(p.text, "\n\nq00: What animal is in the photo?\n- dog: A dog\n- cat: A cat\n"));
-    assert_non_null(strstr(p.text, "\n\nq03: Is there grass in the photo?\n- yes: Yes\n- no: No<|im_end|>"));
-    assert_null(strstr(p.text, "q04"));
+    assert_non_null(strstr(p.text.data, "\n\nq00: What animal is in the photo?\n- dog: A dog\n- cat: A cat\n"));
+    assert_non_null(strstr(p.text.data, "\n\nq03: Is there grass in the photo?\n- yes: Yes\n- no: No<|im_end|>"));
+    assert_null(strstr(p.text.data, "q04"));
     jev_prompt_free(&p);
     jev_request_free(&r);
 }
@@ -202,7 +202,7 @@ static void test_candidates_and_frames(void **state) {
     struct jev_prompt p;
     jev_prompt_init(&p);
     assert_int_equal(jev_prompt_prefix(&p, &r, NULL, &err), JEV_OK);
-    assert_int_equal(p.len, strlen(frame_head) + strlen("<|im_end|>\n<|im_start|>user\n"));
+    assert_int_equal(p.text.len, strlen(frame_head) + strlen("<|im_end|>\n<|im_start|>user\n"));
     assert_int_equal(p.n_segs, 1);
     assert_int_equal(p.segs[0].kind, JEV_SEG_TEMPLATE);
     /* another frame is honoured */
@@ -213,7 +213,7 @@ static void test_candidates_and_frames(void **state) {
     jev_prompt_reset(&p);
     assert_int_equal(jev_prompt_prefix(&p, &r, &f, &err), JEV_OK);
     assert_int_equal(jev_prompt_question(&p, &r, 1, &f, NULL, &err), JEV_OK);
-    assert_string_equal(p.text,
+    assert_string_equal(p.text.data,
                         "[sys]<|im_end|>\n<|im_start|>user\nQuestion s: y\nLevels, lowest first:\n0. lo\n1. hi\n"
                         "Answer with the level's number from the given levels directly.<|im_end|>\n[bot]");
     jev_prompt_free(&p);
@@ -235,7 +235,7 @@ static void test_undescribed_level(void **state) {
     struct jev_prompt_frame f = jev_prompt_frame_default();
     f.assistant_open = "[bot]";
     assert_int_equal(jev_prompt_question(&p, &r, 0, &f, NULL, &err), JEV_OK);
-    assert_non_null(strstr(p.text, "Levels, lowest first:\n0. lo\n1.\n2. hi\nAnswer with the level's number"));
+    assert_non_null(strstr(p.text.data, "Levels, lowest first:\n0. lo\n1.\n2. hi\nAnswer with the level's number"));
     jev_prompt_free(&p);
     struct jev_answers a;
     assert_int_equal(jev_answers_init(&a, &r, &err), JEV_OK);
@@ -332,19 +332,19 @@ static void test_state_matches_python(void **state) {
         const json_t *shown = json_object_get(g, "shown");
         assert_non_null(shown);
         const char *open = "<|im_start|>user\n<state>\n", *close = "\n</state>\n\n";
-        const char *at = strstr(p.text, open);
+        const char *at = strstr(p.text.data, open);
         if (json_string_length(shown) == 0) {
             /* a blank string state: no block at all */
-            if (at != NULL || strstr(p.text, "<state>") != NULL) {
-                print_message("%s: a blank state still has a <state> block:\n%s\n", name, p.text);
+            if (at != NULL || strstr(p.text.data, "<state>") != NULL) {
+                print_message("%s: a blank state still has a <state> block:\n%s\n", name, p.text.data);
                 bad++;
             }
-        } else if (at == NULL || p.len < strlen(close) || strcmp(p.text + p.len - strlen(close), close) != 0) {
-            print_message("%s: the prefix has no <state> block:\n%s\n", name, p.text);
+        } else if (at == NULL || p.text.len < strlen(close) || strcmp(p.text.data + p.text.len - strlen(close), close) != 0) {
+            print_message("%s: the prefix has no <state> block:\n%s\n", name, p.text.data);
             bad++;
         } else {
             const char *from = at + strlen(open);
-            bad += !same_text(name, "prompt", from, (size_t)(p.text + p.len - strlen(close) - from), shown);
+            bad += !same_text(name, "prompt", from, (size_t)(p.text.data + p.text.len - strlen(close) - from), shown);
             /* the state is caller text: one USER segment, exactly that text */
             char *u = kind_text(&p, JEV_SEG_USER);
             bad += !same_text(name, "USER segment", u, strlen(u), shown);
@@ -365,10 +365,10 @@ static void test_state_matches_python(void **state) {
 /* The prompt as the template writes it: one <|image_pad|> at the IMAGE segment. */
 static char *template_view(const struct jev_prompt *p) {
     const char *pad = "<|image_pad|>";
-    char *out = calloc(1, p->len + strlen(pad) * (size_t)p->n_segs + 1);
+    char *out = calloc(1, p->text.len + strlen(pad) * (size_t)p->n_segs + 1);
     assert_non_null(out);
     for (int32_t i = 0; i < p->n_segs; i++)
-        strncat(out, p->segs[i].kind == JEV_SEG_IMAGE ? pad : p->text + p->segs[i].off,
+        strncat(out, p->segs[i].kind == JEV_SEG_IMAGE ? pad : p->text.data + p->segs[i].off,
                 p->segs[i].kind == JEV_SEG_IMAGE ? strlen(pad) : p->segs[i].len);
     return out;
 }

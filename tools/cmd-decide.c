@@ -13,11 +13,11 @@
  * the default size tokenizes and plans; a request that needs more sequences
  * or tokens gets a second, larger one.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/read-file.h"  // defines: jev_read_file
 #include "common/cli-args.h" // defines: cli_parse_long
 #include "commands.h"        // defines: cmd_decide
 #include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
@@ -44,32 +44,6 @@ static void usage(FILE *f) {
                "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
                "  --json               print the response body instead of the table\n"
                "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap);
-    while (b) {
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (n < cap)
-            break;
-        char *nb = cap >= JEV_DECIDE_MAX_BODY_BYTES * 2 ? NULL : realloc(b, cap * 2);
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (b)
-        *len = n;
-    return b;
 }
 
 /* The table: one line per question with its winner, confidence and every option's probability. */
@@ -220,9 +194,10 @@ int cmd_decide(int argc, char **argv) {
         s = jev_request_load_workload_file(workload, (int32_t)decisions, &r, &rerr);
     } else {
         size_t len = 0;
-        char *body = read_file(req_path, &len);
-        if (!body) {
-            fprintf(stderr, "jev decide: %s: cannot read (%s)\n", req_path, strerror(errno));
+        char *body = NULL;
+        struct jev_error rd = {0};
+        if (jev_read_file(req_path, JEV_DECIDE_MAX_BODY_BYTES, &body, &len, &rd) != JEV_OK) {
+            fprintf(stderr, "jev decide: cannot read the request: %s\n", rd.msg);
             return 1;
         }
         s = openai ? jev_request_parse_openai(body, len, NULL, &r, &rerr)

@@ -18,8 +18,10 @@
 #include <string.h>
 
 #include "base/pool.h"      // defines: jev_pool_*, jev_cpu_count
+#include "base/read-file.h" // defines: jev_read_file
 #include "base/timing.h"    // defines: jev_now_ms
 #include "commands.h"       // defines: cmd_tokenize
+#include "decide/request.h" // defines: JEV_DECIDE_MAX_BODY_BYTES
 #include "text/tokenizer.h" // defines: jev_tokenizer_*
 
 /* ---- output ---- */
@@ -246,32 +248,9 @@ static void usage(FILE *f) {
                "  --bench           encode MB/s (English, Chinese) and load time\n");
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf != NULL) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-        if (n == cap) {
-            char *b = realloc(buf, cap * 2);
-            if (b == NULL) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = b;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
+/* The largest --file: the most text a request can carry (its whole body);
+ * no decision ever tokenizes more. */
+#define TOKENIZE_MAX_FILE JEV_DECIDE_MAX_BODY_BYTES
 
 int cmd_tokenize(int argc, char **argv) {
     const char *tok_path = getenv("JEV_TOKENIZER"), *file = NULL, *text = NULL;
@@ -326,9 +305,8 @@ int cmd_tokenize(int argc, char **argv) {
     size_t len = 0;
     char *owned = NULL;
     if (file != NULL) {
-        owned = read_file(file, &len);
-        if (owned == NULL) {
-            fprintf(stderr, "jev tokenize: %s: cannot read\n", file);
+        if (jev_read_file(file, TOKENIZE_MAX_FILE, &owned, &len, &err) != JEV_OK) {
+            fprintf(stderr, "jev tokenize: %s\n", err.msg);
             jev_tokenizer_free(tok);
             return 1;
         }

@@ -1,6 +1,6 @@
 /*
  * report-int.h - what report.c (Markdown) and report-svg.c (the plot) share:
- * the capped text buffer, the list of sources with their labels, and the
+ * how the capped text is handed over, the list of sources with their labels, and the
  * record accessors both renderers read. Internal to common/bench/; the public
  * entry points are in report.h.
  *
@@ -12,26 +12,16 @@
 
 #include <stdbool.h>
 
+#include "base/buf.h"            // defines: struct jev_buf, jev_buf_*
 #include "common/bench/report.h" // defines: struct jev_report_params, JEV_REPORT_*
 
 /* ---- text buffer ---- */
 
-/* Growing text with a hard cap (JEV_REPORT_MAX_BYTES). After a failure every
- * append is a no-op and jev_report_buf_finish reports it, so renderers can
- * append without checking each call. */
-struct jev_report_buf {
-    char *data;  /* NUL-terminated text, malloc'd */
-    size_t len;  /* bytes used, without the NUL */
-    size_t cap;  /* bytes allocated */
-    bool failed; /* an allocation failed or the cap was hit: the text is incomplete */
-};
-
-void jev_report_buf_add(struct jev_report_buf *b, const char *s, size_t n);
-void jev_report_buf_puts(struct jev_report_buf *b, const char *s);
-void jev_report_buf_printf(struct jev_report_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* Hands the text to the caller (*out, *len), or frees it and fails when incomplete. */
-enum jev_status jev_report_buf_finish(struct jev_report_buf *b, const char *what, char **out, size_t *len,
+/* Both renderers write into a struct jev_buf capped at JEV_REPORT_MAX_BYTES
+ * and append without checking each call (err NULL): the first failure sticks
+ * and this reports it, prefixed with `what`. Hands the text to the caller
+ * (*out, *len), or fails. */
+enum jev_status jev_report_buf_finish(struct jev_buf *b, const char *what, char **out, size_t *len,
                                       struct jev_error *err);
 
 /* ---- sources ---- */

@@ -11,7 +11,7 @@
  * [0.001, 1e9] ms, so log10 is defined and the y range spans at most 12
  * decades); outside text is XML-escaped; output is deterministic.
  */
-#include "common/bench/report-int.h" // defines: struct jev_report_buf, struct jev_report_src, jev_report_*
+#include "common/bench/report-int.h" // defines: struct jev_report_src, jev_report_*
 
 #include <math.h>
 #include <string.h>
@@ -21,21 +21,21 @@
 /* ---- text ---- */
 
 /* Outside text in SVG/XML: the five special characters escaped, control bytes blanked. */
-static void xml_text(struct jev_report_buf *b, const char *s) {
+static void xml_text(struct jev_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '<')
-            jev_report_buf_puts(b, "&lt;");
+            jev_buf_add_str(b, "&lt;", NULL);
         else if (c == '>')
-            jev_report_buf_puts(b, "&gt;");
+            jev_buf_add_str(b, "&gt;", NULL);
         else if (c == '&')
-            jev_report_buf_puts(b, "&amp;");
+            jev_buf_add_str(b, "&amp;", NULL);
         else if (c == '"')
-            jev_report_buf_puts(b, "&quot;");
+            jev_buf_add_str(b, "&quot;", NULL);
         else if (c < 0x20 || c == 0x7f)
-            jev_report_buf_puts(b, " ");
+            jev_buf_add_str(b, " ", NULL);
         else
-            jev_report_buf_add(b, s, 1);
+            jev_buf_add(b, s, 1, NULL);
     }
 }
 
@@ -125,38 +125,38 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
     xhi += pad;
     double height = fmax(SVG_TOP + SVG_PH + 70.0, SVG_TOP + 40.0 + SVG_ROW * n_series);
 
-    struct jev_report_buf b = {0};
-    jev_report_buf_printf(
-        &b,
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-        "font-family=\"sans-serif\" font-size=\"12\">\n",
-        SVG_W, height, SVG_W, height);
-    jev_report_buf_puts(&b, "<title>jev benchmark: median total ms vs decisions (log-log)</title>\n");
-    jev_report_buf_printf(&b, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W,
-                          height);
-    jev_report_buf_printf(&b,
-                          "<text x=\"%.1f\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">Median total time vs "
-                          "decisions (log-log)</text>\n",
-                          SVG_LEFT + SVG_PW / 2);
+    struct jev_buf b;
+    jev_buf_init(&b, JEV_REPORT_MAX_BYTES);
+    jev_buf_printf(&b, NULL,
+                   "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                   "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                   "font-family=\"sans-serif\" font-size=\"12\">\n",
+                   SVG_W, height, SVG_W, height);
+    jev_buf_add_str(&b, "<title>jev benchmark: median total ms vs decisions (log-log)</title>\n", NULL);
+    jev_buf_printf(&b, NULL, "<rect x=\"0\" y=\"0\" width=\"%.0f\" height=\"%.0f\" fill=\"#ffffff\"/>\n", SVG_W,
+                   height);
+    jev_buf_printf(&b, NULL,
+                   "<text x=\"%.1f\" y=\"28\" font-size=\"15\" text-anchor=\"middle\">Median total time vs "
+                   "decisions (log-log)</text>\n",
+                   SVG_LEFT + SVG_PW / 2);
 
     /* grid and ticks: y at 1, 2, 5 x 10^k; x at every count */
-    jev_report_buf_puts(&b, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n");
+    jev_buf_add_str(&b, "<g stroke=\"#dddddd\" stroke-width=\"1\">\n", NULL);
     for (double k = ylo; k <= yhi; k += 1.0)
         for (int m = 0; m < 3; m++) {
             double v = (m == 0 ? 1.0 : m == 1 ? 2.0 : 5.0) * pow(10.0, k);
             if (log10(v) > yhi + 1e-9)
                 break;
             double y = svg_y(v, ylo, yhi);
-            jev_report_buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", SVG_LEFT, y,
-                                  SVG_LEFT + SVG_PW, y);
+            jev_buf_printf(&b, NULL, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", SVG_LEFT, y,
+                           SVG_LEFT + SVG_PW, y);
         }
     for (int c = 0; c < nc; c++) {
         double x = svg_x((double)counts[c], xlo, xhi);
-        jev_report_buf_printf(&b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, SVG_TOP, x,
-                              SVG_TOP + SVG_PH);
+        jev_buf_printf(&b, NULL, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x, SVG_TOP, x,
+                       SVG_TOP + SVG_PH);
     }
-    jev_report_buf_puts(&b, "</g>\n<g fill=\"#333333\">\n");
+    jev_buf_add_str(&b, "</g>\n<g fill=\"#333333\">\n", NULL);
     for (double k = ylo; k <= yhi; k += 1.0)
         for (int m = 0; m < 3; m++) {
             double v = (m == 0 ? 1.0 : m == 1 ? 2.0 : 5.0) * pow(10.0, k);
@@ -164,8 +164,8 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
                 break;
             if (m > 0 && yhi - ylo > 4.0) /* many decades: label only the powers of ten */
                 continue;
-            jev_report_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", SVG_LEFT - 6.0,
-                                  svg_y(v, ylo, yhi) + 4.0, v >= 1.0 ? 0 : (int)ceil(-log10(v)), v);
+            jev_buf_printf(&b, NULL, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.*f</text>\n", SVG_LEFT - 6.0,
+                           svg_y(v, ylo, yhi) + 4.0, v >= 1.0 ? 0 : (int)ceil(-log10(v)), v);
         }
     double last_label = -1e9;
     for (int c = 0; c < nc; c++) {
@@ -173,19 +173,19 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
         if (x - last_label < 24.0) /* crowded ticks keep their line, lose their label */
             continue;
         last_label = x;
-        jev_report_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x,
-                              SVG_TOP + SVG_PH + 18.0, counts[c]);
+        jev_buf_printf(&b, NULL, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%lld</text>\n", x,
+                       SVG_TOP + SVG_PH + 18.0, counts[c]);
     }
-    jev_report_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">decisions (log scale)</text>\n",
-                          SVG_LEFT + SVG_PW / 2, SVG_TOP + SVG_PH + 40.0);
-    jev_report_buf_printf(&b,
-                          "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">median "
-                          "total ms (log scale)</text>\n",
-                          SVG_TOP + SVG_PH / 2, SVG_TOP + SVG_PH / 2);
-    jev_report_buf_puts(&b, "</g>\n");
-    jev_report_buf_printf(
-        &b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333333\"/>\n", SVG_LEFT,
-        SVG_TOP, SVG_PW, SVG_PH);
+    jev_buf_printf(&b, NULL, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">decisions (log scale)</text>\n",
+                   SVG_LEFT + SVG_PW / 2, SVG_TOP + SVG_PH + 40.0);
+    jev_buf_printf(&b, NULL,
+                   "<text x=\"18\" y=\"%.1f\" text-anchor=\"middle\" transform=\"rotate(-90 18 %.1f)\">median "
+                   "total ms (log scale)</text>\n",
+                   SVG_TOP + SVG_PH / 2, SVG_TOP + SVG_PH / 2);
+    jev_buf_add_str(&b, "</g>\n", NULL);
+    jev_buf_printf(&b, NULL,
+                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#333333\"/>\n",
+                   SVG_LEFT, SVG_TOP, SVG_PW, SVG_PH);
 
     /* one polyline per (series, path), markers at the measured counts */
     int file_index = 0, entry = 0;
@@ -206,29 +206,30 @@ enum jev_status jev_report_svg(const struct jev_report_params *p, char **out, si
             }
             if (m == 0)
                 continue;
-            jev_report_buf_printf(&b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"",
-                                  color, s[i].reference ? "1.5" : "2", dash[0] ? " stroke-dasharray=\"" : "", dash,
-                                  dash[0] ? "\"" : "");
+            jev_buf_printf(&b, NULL, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s points=\"", color,
+                           s[i].reference ? "1.5" : "2", dash[0] ? " stroke-dasharray=\"" : "", dash,
+                           dash[0] ? "\"" : "");
             for (int c = 0; c < m; c++)
-                jev_report_buf_printf(&b, "%s%.1f,%.1f", c ? " " : "", xs[c], ys[c]);
-            jev_report_buf_puts(&b, "\"/>\n");
+                jev_buf_printf(&b, NULL, "%s%.1f,%.1f", c ? " " : "", xs[c], ys[c]);
+            jev_buf_add_str(&b, "\"/>\n", NULL);
             for (int c = 0; c < m; c++)
-                jev_report_buf_printf(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"/>\n",
-                                      xs[c], ys[c], s[i].reference ? "#ffffff" : color, color);
+                jev_buf_printf(&b, NULL, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"/>\n", xs[c],
+                               ys[c], s[i].reference ? "#ffffff" : color, color);
             /* the legend entry of this line */
             double lx = SVG_LEFT + SVG_PW + 25.0, ly = SVG_TOP + 10.0 + SVG_ROW * entry++;
-            jev_report_buf_printf(
-                &b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s%s%s/>\n",
-                lx, ly, lx + 30.0, ly, color, dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
-            jev_report_buf_printf(&b, "<text x=\"%.1f\" y=\"%.1f\">", lx + 38.0, ly + 4.0);
+            jev_buf_printf(
+                &b, NULL,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"%s%s%s/>\n", lx,
+                ly, lx + 30.0, ly, color, dash[0] ? " stroke-dasharray=\"" : "", dash, dash[0] ? "\"" : "");
+            jev_buf_printf(&b, NULL, "<text x=\"%.1f\" y=\"%.1f\">", lx + 38.0, ly + 4.0);
             xml_text(&b, s[i].label);
-            jev_report_buf_puts(&b, ": ");
+            jev_buf_add_str(&b, ": ", NULL);
             xml_text(&b, path);
-            jev_report_buf_puts(&b, "</text>\n");
+            jev_buf_add_str(&b, "</text>\n", NULL);
         }
         if (!s[i].reference)
             file_index++;
     }
-    jev_report_buf_puts(&b, "</svg>\n");
+    jev_buf_add_str(&b, "</svg>\n", NULL);
     return jev_report_buf_finish(&b, "SVG plot", out, len, err);
 }

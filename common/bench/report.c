@@ -20,106 +20,42 @@
 #include "common/bench/report.h" // defines: jev_report_markdown, jev_report_median
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/bench/report-int.h" // defines: struct jev_report_buf, struct jev_report_src, jev_report_buf_*
+#include "common/bench/report-int.h" // defines: struct jev_report_src, jev_report_buf_finish
 #include "common/bench/schema.h"     // defines: JEV_BENCH_MAX_*, JEV_BENCH_PATH_*
 
 /* ---- text buffer ---- */
 
-/* Appends n bytes. Doubling growth keeps appends amortized O(1); the cap
- * bounds what a hostile record can make us allocate. */
-void jev_report_buf_add(struct jev_report_buf *b, const char *s, size_t n) {
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > JEV_REPORT_MAX_BYTES) {
-        b->failed = true;
-        return;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (d == NULL) {
-            b->failed = true;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = '\0';
-}
-
-/* Appends a NUL-terminated string. */
-void jev_report_buf_puts(struct jev_report_buf *b, const char *s) { jev_report_buf_add(b, s, strlen(s)); }
-
-/* Appends formatted text: one vsnprintf into a stack buffer for the common
- * short case, a second pass into a heap buffer only for long text. */
-void jev_report_buf_printf(struct jev_report_buf *b, const char *fmt, ...) {
-    char small[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(small, sizeof small, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->failed = true;
-        return;
-    }
-    if ((size_t)n < sizeof small) {
-        jev_report_buf_add(b, small, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (big == NULL) {
-        b->failed = true;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    jev_report_buf_add(b, big, (size_t)n);
-    free(big);
-}
-
-/* Hands the text to the caller, or fails (and frees) when it is incomplete. */
-enum jev_status jev_report_buf_finish(struct jev_report_buf *b, const char *what, char **out, size_t *len,
+/* Hands the text to the caller, or fails (the text is freed) when an append failed. */
+enum jev_status jev_report_buf_finish(struct jev_buf *b, const char *what, char **out, size_t *len,
                                       struct jev_error *err) {
-    if (!b->failed && b->data == NULL)
-        jev_report_buf_add(b, "", 0);
-    if (b->failed) {
-        free(b->data);
-        return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory or over the %u-byte limit", what, JEV_REPORT_MAX_BYTES);
-    }
-    *out = b->data;
-    *len = b->len;
-    return JEV_OK;
+    struct jev_error inner = {0};
+    enum jev_status s = jev_buf_take(b, out, len, &inner);
+    return s == JEV_OK ? JEV_OK : jev_fail(err, s, "%s: %s", what, inner.msg);
 }
 
 /* Outside text in Markdown: no table breaks, no HTML, no control bytes. */
-static void md_text(struct jev_report_buf *b, const char *s) {
+static void md_text(struct jev_buf *b, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '|')
-            jev_report_buf_puts(b, "\\|");
+            jev_buf_add_str(b, "\\|", NULL);
         else if (c == '<')
-            jev_report_buf_puts(b, "&lt;");
+            jev_buf_add_str(b, "&lt;", NULL);
         else if (c == '>')
-            jev_report_buf_puts(b, "&gt;");
+            jev_buf_add_str(b, "&gt;", NULL);
         else if (c == '&')
-            jev_report_buf_puts(b, "&amp;");
+            jev_buf_add_str(b, "&amp;", NULL);
         else if (c == '`')
-            jev_report_buf_puts(b, "'");
+            jev_buf_add_str(b, "'", NULL);
         else if (c < 0x20 || c == 0x7f)
-            jev_report_buf_puts(b, " ");
+            jev_buf_add_str(b, " ", NULL);
         else
-            jev_report_buf_add(b, s, 1);
+            jev_buf_add(b, s, 1, NULL);
     }
 }
 
@@ -381,172 +317,175 @@ static int ratio_base(const struct jev_report_src *s, int n, int i, int base) {
 /* The environment block: everything a reader needs to judge whether two
  * records are comparable (engine, model and hashes, image, hardware,
  * software, settings). Missing values are spelled "not recorded". */
-static void md_environment(struct jev_report_buf *b, const json_t *doc) {
+static void md_environment(struct jev_buf *b, const json_t *doc) {
     const json_t *env = json_object_get(doc, "environment");
     const json_t *peer = json_object_get(env, "peer");
     const char *jv = env_str(doc, "jev", "version"), *commit = env_str(doc, "jev", "git_commit");
-    jev_report_buf_puts(b, "### Environment\n\n");
+    jev_buf_add_str(b, "### Environment\n\n", NULL);
     if (json_is_object(peer)) {
         const char *pv = json_string_value(json_object_get(peer, "version"));
-        jev_report_buf_puts(b, "- Peer: ");
+        jev_buf_add_str(b, "- Peer: ", NULL);
         md_text(b, json_string_value(json_object_get(peer, "name")));
-        jev_report_buf_puts(b, " ");
+        jev_buf_add_str(b, " ", NULL);
         md_text(b, pv ? pv : "(version not recorded)");
-        jev_report_buf_puts(b, "; jev harness ");
+        jev_buf_add_str(b, "; jev harness ", NULL);
     } else {
-        jev_report_buf_puts(b, "- Engine: jev ");
+        jev_buf_add_str(b, "- Engine: jev ", NULL);
     }
     md_text(b, jv ? jv : "(version not recorded)");
-    jev_report_buf_puts(b, ", commit ");
+    jev_buf_add_str(b, ", commit ", NULL);
     md_text(b, commit ? commit : "not recorded");
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
 
     const json_t *model = json_object_get(env, "model");
     const json_t *syn = json_object_get(model, "synthetic");
     const char *dir = json_string_value(json_object_get(model, "dir"));
-    jev_report_buf_puts(b, "- Model: ");
+    jev_buf_add_str(b, "- Model: ", NULL);
     md_text(b, json_string_value(json_object_get(model, "id")));
-    jev_report_buf_puts(b, json_is_true(syn)    ? " (synthetic: seeded random weights)"
-                           : json_is_false(syn) ? " (real weights)"
-                                                : "");
+    jev_buf_add_str(b,
+                    json_is_true(syn)    ? " (synthetic: seeded random weights)"
+                    : json_is_false(syn) ? " (real weights)"
+                                         : "",
+                    NULL);
     if (dir) {
-        jev_report_buf_puts(b, " from ");
+        jev_buf_add_str(b, " from ", NULL);
         md_text(b, dir);
     }
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
     const json_t *weights = json_object_get(model, "weights");
     if (json_array_size(weights) == 0)
-        jev_report_buf_puts(b, "- Weight files: not recorded\n");
+        jev_buf_add_str(b, "- Weight files: not recorded\n", NULL);
     for (size_t i = 0; i < json_array_size(weights); i++) {
         const json_t *w = json_array_get(weights, i);
         const char *sha = json_string_value(json_object_get(w, "sha256"));
         const json_t *bytes = json_object_get(w, "bytes");
-        jev_report_buf_puts(b, "- Weight file ");
+        jev_buf_add_str(b, "- Weight file ", NULL);
         md_text(b, json_string_value(json_object_get(w, "file")));
         if (json_is_integer(bytes))
-            jev_report_buf_printf(b, " (%lld bytes)", (long long)json_integer_value(bytes));
-        jev_report_buf_printf(b, ": sha256 %s\n", sha ? sha : "not recorded");
+            jev_buf_printf(b, NULL, " (%lld bytes)", (long long)json_integer_value(bytes));
+        jev_buf_printf(b, NULL, ": sha256 %s\n", sha ? sha : "not recorded");
     }
 
     const json_t *image = json_object_get(env, "image");
     const char *ipath = json_string_value(json_object_get(image, "path"));
     const char *isha = json_string_value(json_object_get(image, "sha256"));
-    jev_report_buf_puts(b, "- Image: ");
+    jev_buf_add_str(b, "- Image: ", NULL);
     md_text(b, ipath ? ipath : "path not recorded");
     const json_t *w = json_object_get(image, "width"), *h = json_object_get(image, "height");
     const json_t *rw = json_object_get(image, "resized_width"), *rh = json_object_get(image, "resized_height");
     if (json_is_integer(w) && json_is_integer(h))
-        jev_report_buf_printf(b, ", %lldx%lld", (long long)json_integer_value(w), (long long)json_integer_value(h));
+        jev_buf_printf(b, NULL, ", %lldx%lld", (long long)json_integer_value(w), (long long)json_integer_value(h));
     if (json_is_integer(rw) && json_is_integer(rh))
-        jev_report_buf_printf(b, ", resized to %lldx%lld", (long long)json_integer_value(rw),
-                              (long long)json_integer_value(rh));
-    jev_report_buf_printf(b, ", sha256 %s\n", isha ? isha : "not recorded");
+        jev_buf_printf(b, NULL, ", resized to %lldx%lld", (long long)json_integer_value(rw),
+                       (long long)json_integer_value(rh));
+    jev_buf_printf(b, NULL, ", sha256 %s\n", isha ? isha : "not recorded");
 
     const json_t *cpu = json_object_get(env, "cpu");
     const char *cm = json_string_value(json_object_get(cpu, "model"));
     const json_t *cores = json_object_get(cpu, "cores"), *threads = json_object_get(cpu, "threads");
-    jev_report_buf_puts(b, "- Backend: ");
+    jev_buf_add_str(b, "- Backend: ", NULL);
     md_text(b, env_str(doc, NULL, "backend"));
-    jev_report_buf_puts(b, "; CPU: ");
+    jev_buf_add_str(b, "; CPU: ", NULL);
     md_text(b, cm ? cm : "not recorded");
     if (json_is_integer(cores))
-        jev_report_buf_printf(b, ", %lld cores", (long long)json_integer_value(cores));
+        jev_buf_printf(b, NULL, ", %lld cores", (long long)json_integer_value(cores));
     if (json_is_integer(threads))
-        jev_report_buf_printf(b, ", %lld threads used", (long long)json_integer_value(threads));
+        jev_buf_printf(b, NULL, ", %lld threads used", (long long)json_integer_value(threads));
     const json_t *gpu = json_object_get(env, "gpu");
-    jev_report_buf_puts(b, "; GPU: ");
+    jev_buf_add_str(b, "; GPU: ", NULL);
     if (json_is_object(gpu)) {
         const char *drv = json_string_value(json_object_get(gpu, "driver"));
         const json_t *mem = json_object_get(gpu, "memory_bytes");
         md_text(b, json_string_value(json_object_get(gpu, "name")));
         if (drv) {
-            jev_report_buf_puts(b, ", driver ");
+            jev_buf_add_str(b, ", driver ", NULL);
             md_text(b, drv);
         }
         if (json_is_integer(mem))
-            jev_report_buf_printf(b, ", %.1f GB", (double)json_integer_value(mem) / 1e9);
+            jev_buf_printf(b, NULL, ", %.1f GB", (double)json_integer_value(mem) / 1e9);
     } else {
-        jev_report_buf_puts(b, "none");
+        jev_buf_add_str(b, "none", NULL);
     }
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
 
     static const char *const plain[][2] = {
         {"compiler", "Compiler"}, {"os", "OS"}, {"machine", "Machine"}, {"date", "Date"}};
     for (size_t i = 0; i < 4; i++) {
         const char *v = env_str(doc, NULL, plain[i][0]);
-        jev_report_buf_printf(b, "- %s: ", plain[i][1]);
+        jev_buf_printf(b, NULL, "- %s: ", plain[i][1]);
         md_text(b, v ? v : "not recorded");
-        jev_report_buf_puts(b, "\n");
+        jev_buf_add_str(b, "\n", NULL);
     }
     const json_t *libs = json_object_get(env, "libraries");
-    jev_report_buf_puts(b, "- Libraries: ");
+    jev_buf_add_str(b, "- Libraries: ", NULL);
     if (json_object_size(libs) == 0)
-        jev_report_buf_puts(b, "not recorded");
+        jev_buf_add_str(b, "not recorded", NULL);
     const char *key;
     const json_t *v;
     bool first = true;
     json_object_foreach((json_t *)(uintptr_t)libs, key, v) {
-        jev_report_buf_puts(b, first ? "" : ", ");
+        jev_buf_add_str(b, first ? "" : ", ", NULL);
         md_text(b, key);
-        jev_report_buf_puts(b, " ");
+        jev_buf_add_str(b, " ", NULL);
         md_text(b, json_string_value(v));
         first = false;
     }
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
 
     /* settings, in one line */
     const json_t *counts = jev_report_setting(doc, "counts");
-    jev_report_buf_puts(b, "- Settings: decisions ");
+    jev_buf_add_str(b, "- Settings: decisions ", NULL);
     for (size_t i = 0; i < json_array_size(counts); i++)
-        jev_report_buf_printf(b, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(counts, i)));
+        jev_buf_printf(b, NULL, "%s%lld", i ? ", " : "", (long long)json_integer_value(json_array_get(counts, i)));
     const json_t *batch = jev_report_setting(doc, "batch");
-    jev_report_buf_printf(b, "; %lld measured repeats per row, order %s, after %lld warm-up run(s) per path; batch ",
-                          (long long)json_integer_value(jev_report_setting(doc, "repeats")),
-                          json_string_value(jev_report_setting(doc, "order")),
-                          (long long)json_integer_value(jev_report_setting(doc, "warmup")));
+    jev_buf_printf(b, NULL, "; %lld measured repeats per row, order %s, after %lld warm-up run(s) per path; batch ",
+                   (long long)json_integer_value(jev_report_setting(doc, "repeats")),
+                   json_string_value(jev_report_setting(doc, "order")),
+                   (long long)json_integer_value(jev_report_setting(doc, "warmup")));
     if (json_is_string(batch))
-        jev_report_buf_puts(b, "all");
+        jev_buf_add_str(b, "all", NULL);
     else
-        jev_report_buf_printf(b, "%lld", (long long)json_integer_value(batch));
-    jev_report_buf_printf(b, "; scoring %s; image within %lldx%lld",
-                          json_string_value(jev_report_setting(doc, "scoring")),
-                          (long long)json_integer_value(jev_report_setting(doc, "image_max_side")),
-                          (long long)json_integer_value(jev_report_setting(doc, "image_max_side")));
+        jev_buf_printf(b, NULL, "%lld", (long long)json_integer_value(batch));
+    jev_buf_printf(b, NULL, "; scoring %s; image within %lldx%lld",
+                   json_string_value(jev_report_setting(doc, "scoring")),
+                   (long long)json_integer_value(jev_report_setting(doc, "image_max_side")),
+                   (long long)json_integer_value(jev_report_setting(doc, "image_max_side")));
     const json_t *chunk = jev_report_setting(doc, "prefill_chunk");
     const json_t *mn = jev_report_setting(doc, "max_new_tokens_min"),
                  *mp = jev_report_setting(doc, "max_new_tokens_per_decision");
     if (json_is_integer(chunk))
-        jev_report_buf_printf(b, "; generate prefill chunk %lld tokens", (long long)json_integer_value(chunk));
+        jev_buf_printf(b, NULL, "; generate prefill chunk %lld tokens", (long long)json_integer_value(chunk));
     if (json_is_integer(mn) && json_is_integer(mp))
-        jev_report_buf_printf(b, "; generate at most max(%lld, %lld x decisions) new tokens",
-                              (long long)json_integer_value(mn), (long long)json_integer_value(mp));
+        jev_buf_printf(b, NULL, "; generate at most max(%lld, %lld x decisions) new tokens",
+                       (long long)json_integer_value(mn), (long long)json_integer_value(mp));
     const char *wl = json_string_value(jev_report_setting(doc, "workload"));
     if (wl) {
-        jev_report_buf_puts(b, "; workload ");
+        jev_buf_add_str(b, "; workload ", NULL);
         md_text(b, wl);
     }
-    jev_report_buf_puts(b, "\n\n");
+    jev_buf_add_str(b, "\n\n", NULL);
 }
 
 /* The medians table in the seed's columns and number formats, then the
  * notes: the median rule, what decisions/s means, what the memory column
  * measures, which columns are published medians, and any disagreement
  * between a published median and the samples. */
-static void md_medians(struct jev_report_buf *b, const json_t *doc) {
+static void md_medians(struct jev_buf *b, const json_t *doc) {
     const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
     const char *kind = peak_kind(doc);
     bool published[M_N] = {false};
     int n_samples = -1;
     bool even = false;
 
-    jev_report_buf_puts(b, "### Medians\n\n| Decisions | Path |");
+    jev_buf_add_str(b, "### Medians\n\n| Decisions | Path |", NULL);
     for (int m = 0; m < M_N; m++)
-        jev_report_buf_printf(b, " %s |", m == M_PEAK ? peak_title(kind) : m_titles[m]);
-    jev_report_buf_puts(b, " Valid runs |\n|---:|---|");
+        jev_buf_printf(b, NULL, " %s |", m == M_PEAK ? peak_title(kind) : m_titles[m]);
+    jev_buf_add_str(b, " Valid runs |\n|---:|---|", NULL);
     for (int m = 0; m <= M_N; m++)
-        jev_report_buf_puts(b, "---:|");
-    jev_report_buf_puts(b, "\n");
-    struct jev_report_buf warn = {0};
+        jev_buf_add_str(b, "---:|", NULL);
+    jev_buf_add_str(b, "\n", NULL);
+    struct jev_buf warn;
+    jev_buf_init(&warn, JEV_REPORT_MAX_BYTES);
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -555,58 +494,56 @@ static void md_medians(struct jev_report_buf *b, const json_t *doc) {
             row_compute(run_get(doc, d, path), &r);
             n_samples = r.n_samples;
             even |= r.n_samples % 2 == 0;
-            jev_report_buf_printf(b, "| %lld | %s |", d, path);
+            jev_buf_printf(b, NULL, "| %lld | %s |", d, path);
             for (int m = 0; m < M_N; m++) {
                 char cell[48], pub[48];
                 fmt_cell(m, r.med[m], cell);
-                jev_report_buf_printf(b, " %s |", cell);
+                jev_buf_printf(b, NULL, " %s |", cell);
                 published[m] |= r.from[m] == FROM_PUBLISHED;
                 if (r.from[m] == FROM_SAMPLES && !isnan(r.published[m])) {
                     fmt_cell(m, r.published[m], pub);
                     if (strcmp(cell, pub))
-                        jev_report_buf_printf(
-                            &warn, "- Warning: (%lld, %s) %s: the samples give %s, the published median is %s.\n", d,
-                            path, m_titles[m], cell, pub);
+                        jev_buf_printf(&warn, NULL,
+                                       "- Warning: (%lld, %s) %s: the samples give %s, the published median is %s.\n",
+                                       d, path, m_titles[m], cell, pub);
                 }
             }
-            jev_report_buf_printf(b, " %d/%d |\n", r.n_valid, r.n_samples);
+            jev_buf_printf(b, NULL, " %d/%d |\n", r.n_valid, r.n_samples);
         }
     }
-    jev_report_buf_printf(
-        b,
-        "\nValues are medians of the %d samples of each row%s. Phase medians need not sum to the total "
-        "median. Requested decisions/s = decisions / total time; it is not completed throughput when "
-        "generation fails (an invalid sample has valid_decisions_per_s = 0). %s = peak bytes / 10^9: %s.\n",
-        n_samples, even ? " (even count: the mean of the two middle samples)" : "", peak_title(kind),
-        peak_meaning(kind));
+    jev_buf_printf(b, NULL,
+                   "\nValues are medians of the %d samples of each row%s. Phase medians need not sum to the total "
+                   "median. Requested decisions/s = decisions / total time; it is not completed throughput when "
+                   "generation fails (an invalid sample has valid_decisions_per_s = 0). %s = peak bytes / 10^9: %s.\n",
+                   n_samples, even ? " (even count: the mean of the two middle samples)" : "", peak_title(kind),
+                   peak_meaning(kind));
     bool any = false;
     for (int m = 0; m < M_N; m++)
         any |= published[m];
     if (any) {
-        jev_report_buf_puts(b, "\nMedians only: the file publishes no samples for");
+        jev_buf_add_str(b, "\nMedians only: the file publishes no samples for", NULL);
         bool first = true;
         for (int m = 0; m < M_N; m++) {
             if (!published[m])
                 continue;
-            jev_report_buf_printf(b, "%s %s", first ? "" : ",", m == M_PEAK ? peak_title(kind) : m_titles[m]);
+            jev_buf_printf(b, NULL, "%s %s", first ? "" : ",", m == M_PEAK ? peak_title(kind) : m_titles[m]);
             first = false;
         }
-        jev_report_buf_puts(b,
-                            "; those cells are its published medians (runs[].published_medians), not computed here.\n");
+        jev_buf_add_str(b, "; those cells are its published medians (runs[].published_medians), not computed here.\n",
+                        NULL);
     }
-    if (warn.len) {
-        jev_report_buf_puts(b, "\n");
-        jev_report_buf_puts(b, warn.data);
+    if (warn.len || warn.failed) {
+        jev_buf_add_str(b, "\n", NULL);
+        jev_buf_add_buf(b, &warn, NULL); /* a failure of the warnings fails the report */
     }
-    b->failed |= warn.failed;
-    free(warn.data);
-    jev_report_buf_puts(b, "\n");
+    jev_buf_free(&warn);
+    jev_buf_add_str(b, "\n", NULL);
 }
 
 /* Every total_ms sample of every row, in repeat order, as the seed publishes them. */
-static void md_samples(struct jev_report_buf *b, const json_t *doc) {
+static void md_samples(struct jev_buf *b, const json_t *doc) {
     const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
-    jev_report_buf_puts(b, "### Every latency sample (ms)\n\n| Decisions | Path | Samples |\n|---:|---|---|\n");
+    jev_buf_add_str(b, "### Every latency sample (ms)\n\n| Decisions | Path | Samples |\n|---:|---|---|\n", NULL);
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -619,13 +556,13 @@ static void md_samples(struct jev_report_buf *b, const json_t *doc) {
                 const json_t *s = json_array_get(samples, i);
                 v[json_integer_value(json_object_get(s, "repeat"))] = json_number_value(json_object_get(s, "total_ms"));
             }
-            jev_report_buf_printf(b, "| %lld | %s | ", d, path);
+            jev_buf_printf(b, NULL, "| %lld | %s | ", d, path);
             for (size_t i = 0; i < n; i++)
-                jev_report_buf_printf(b, "%s%.1f", i ? ", " : "", v[i]);
-            jev_report_buf_puts(b, " |\n");
+                jev_buf_printf(b, NULL, "%s%.1f", i ? ", " : "", v[i]);
+            jev_buf_add_str(b, " |\n", NULL);
         }
     }
-    jev_report_buf_puts(b, "\nSamples in repeat order (0, 1, ...). No best-run selection.\n\n");
+    jev_buf_add_str(b, "\nSamples in repeat order (0, 1, ...). No best-run selection.\n\n", NULL);
 }
 
 /* "1.0", "0.875": at least one decimal, at most three, no trailing zeros. */
@@ -637,7 +574,7 @@ static void fmt_fraction(double x, char out[32]) {
 }
 
 /* A fenced block of generated text: a fence longer than any backtick run in it. */
-static void md_output_block(struct jev_report_buf *b, const char *s) {
+static void md_output_block(struct jev_buf *b, const char *s) {
     size_t run = 0, longest = 0, n = strlen(s);
     for (size_t i = 0; i < n; i++) {
         run = s[i] == '`' ? run + 1 : 0;
@@ -652,28 +589,28 @@ static void md_output_block(struct jev_report_buf *b, const char *s) {
             shown--;
     }
     for (size_t i = 0; i < fence; i++)
-        jev_report_buf_puts(b, "`");
-    jev_report_buf_puts(b, "text\n");
+        jev_buf_add_str(b, "`", NULL);
+    jev_buf_add_str(b, "text\n", NULL);
     for (size_t i = 0; i < shown; i++) {
         unsigned char c = (unsigned char)s[i];
-        jev_report_buf_add(b, (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? "?" : s + i, 1);
+        jev_buf_add(b, (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? "?" : s + i, 1, NULL);
     }
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
     for (size_t i = 0; i < fence; i++)
-        jev_report_buf_puts(b, "`");
-    jev_report_buf_puts(b, "\n");
+        jev_buf_add_str(b, "`", NULL);
+    jev_buf_add_str(b, "\n", NULL);
     if (shown < n)
-        jev_report_buf_printf(b, "(%zu more bytes in the raw file)\n", n - shown);
-    jev_report_buf_puts(b, "\n");
+        jev_buf_printf(b, NULL, "(%zu more bytes in the raw file)\n", n - shown);
+    jev_buf_add_str(b, "\n", NULL);
 }
 
 /* Agreement per decision count (the seed's bullet lines), then failure
  * counts per path and the first failed output of each count: failed
  * outputs are evidence and are shown verbatim, never summarized away. */
-static void md_agreement(struct jev_report_buf *b, const json_t *doc) {
+static void md_agreement(struct jev_buf *b, const json_t *doc) {
     const json_t *counts = jev_report_setting(doc, "counts"), *paths = jev_report_setting(doc, "paths");
     const json_t *ag = json_object_get(doc, "agreement");
-    jev_report_buf_puts(b, "### Semantic agreement and failures\n\n");
+    jev_buf_add_str(b, "### Semantic agreement and failures\n\n", NULL);
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         const json_t *a = NULL;
@@ -683,30 +620,32 @@ static void md_agreement(struct jev_report_buf *b, const json_t *doc) {
         const json_t *delta = json_object_get(a, "direct_shared_max_prob_delta");
         const json_t *arg = json_object_get(a, "argmax_agreement");
         const json_t *gen = json_object_get(a, "generated_shared_agreement");
-        jev_report_buf_printf(b, "- %lld decisions: direct/shared maximum probability delta ", d);
+        jev_buf_printf(b, NULL, "- %lld decisions: direct/shared maximum probability delta ", d);
         if (json_is_number(delta))
-            jev_report_buf_printf(b, "%.8f", json_number_value(delta));
+            jev_buf_printf(b, NULL, "%.8f", json_number_value(delta));
         else
-            jev_report_buf_puts(b, "n/a");
-        jev_report_buf_puts(b, "; argmax agreement ");
+            jev_buf_add_str(b, "n/a", NULL);
+        jev_buf_add_str(b, "; argmax agreement ", NULL);
         if (json_is_number(arg))
-            jev_report_buf_printf(b, "%.1f%%", 100.0 * json_number_value(arg));
+            jev_buf_printf(b, NULL, "%.1f%%", 100.0 * json_number_value(arg));
         else
-            jev_report_buf_puts(b, "n/a");
-        jev_report_buf_puts(b, "; generated/shared agreement ");
+            jev_buf_add_str(b, "n/a", NULL);
+        jev_buf_add_str(b, "; generated/shared agreement ", NULL);
         if (json_is_number(gen)) {
             char f[32];
             fmt_fraction(json_number_value(gen), f);
-            jev_report_buf_puts(b, f);
+            jev_buf_add_str(b, f, NULL);
         } else {
-            jev_report_buf_puts(b, "null");
+            jev_buf_add_str(b, "null", NULL);
         }
-        jev_report_buf_puts(b, ".\n");
+        jev_buf_add_str(b, ".\n", NULL);
     }
-    jev_report_buf_puts(
-        b, "\nnull means no generated output met the declared schema (or generate_json did not run); n/a means "
-           "the record has no distributions to compare. Typed output validity does not establish semantic "
-           "correctness.\n\n");
+    jev_buf_add_str(
+        b,
+        "\nnull means no generated output met the declared schema (or generate_json did not run); n/a means "
+        "the record has no distributions to compare. Typed output validity does not establish semantic "
+        "correctness.\n\n",
+        NULL);
 
     /* failures: counts per path, then the first failed output of each count */
     int failed_total = 0;
@@ -720,13 +659,13 @@ static void md_agreement(struct jev_report_buf *b, const json_t *doc) {
                 bad += !json_is_true(json_object_get(json_array_get(samples, i), "valid"));
         }
         if (bad)
-            jev_report_buf_printf(b, "- %s: %d of %d samples failed the declared schema (valid decisions/s 0).\n", path,
-                                  bad, all);
+            jev_buf_printf(b, NULL, "- %s: %d of %d samples failed the declared schema (valid decisions/s 0).\n", path,
+                           bad, all);
         failed_total += bad;
     }
     if (failed_total == 0)
-        jev_report_buf_puts(b, "- No sample failed the declared schema.\n");
-    jev_report_buf_puts(b, "\n");
+        jev_buf_add_str(b, "- No sample failed the declared schema.\n", NULL);
+    jev_buf_add_str(b, "\n", NULL);
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
@@ -745,25 +684,25 @@ static void md_agreement(struct jev_report_buf *b, const json_t *doc) {
             }
             if (pick == NULL)
                 continue;
-            jev_report_buf_printf(b, "Example failed %s output (%lld decisions, repeat %lld):\n\n",
-                                  strcmp(path, JEV_BENCH_PATH_GENERATE) ? path : "generate", d, pick_rep);
+            jev_buf_printf(b, NULL, "Example failed %s output (%lld decisions, repeat %lld):\n\n",
+                           strcmp(path, JEV_BENCH_PATH_GENERATE) ? path : "generate", d, pick_rep);
             md_output_block(b, json_string_value(json_object_get(pick, "output")));
         }
     }
 }
 
 /* The full section of one FILE: heading, note, environment, three tables. */
-static void md_file(struct jev_report_buf *b, const struct jev_report_src *s) {
-    jev_report_buf_puts(b, "## ");
+static void md_file(struct jev_buf *b, const struct jev_report_src *s) {
+    jev_buf_add_str(b, "## ", NULL);
     md_text(b, s->label);
-    jev_report_buf_puts(b, ": ");
+    jev_buf_add_str(b, ": ", NULL);
     md_text(b, s->name);
-    jev_report_buf_puts(b, "\n\n");
+    jev_buf_add_str(b, "\n\n", NULL);
     const char *note = json_string_value(json_object_get(s->doc, "note"));
     if (note) {
-        jev_report_buf_puts(b, "> ");
+        jev_buf_add_str(b, "> ", NULL);
         md_text(b, note);
-        jev_report_buf_puts(b, "\n\n");
+        jev_buf_add_str(b, "\n\n", NULL);
     }
     md_environment(b, s->doc);
     md_medians(b, s->doc);
@@ -822,16 +761,18 @@ double jev_report_total_median(const json_t *doc, long long d, const char *path)
 /* Median totals of every series per row (a series: the files of one system, see
  * jev_report_sources), each followed by its ratio to jev on the same kind of device. Rows a
  * series lacks show n/a rather than disappearing, so a missing measurement is visible. */
-static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_src *s, int n) {
+static void md_side_by_side(struct jev_buf *b, const struct jev_report_src *s, int n) {
     long long counts[JEV_BENCH_MAX_COUNTS * JEV_REPORT_MAX_SOURCES];
     const char *paths[JEV_BENCH_MAX_PATHS * JEV_REPORT_MAX_SOURCES];
     int nc, np;
     jev_report_axes(s, n, counts, &nc, paths, &np);
     int base = base_index(s, n);
-    jev_report_buf_puts(b, "## Side by side\n\nMedian total ms per row; each ratio is that column's total divided by "
-                           "the total of jev on the same kind of device, else of ");
+    jev_buf_add_str(b,
+                    "## Side by side\n\nMedian total ms per row; each ratio is that column's total divided by "
+                    "the total of jev on the same kind of device, else of ",
+                    NULL);
     md_text(b, s[base].label);
-    jev_report_buf_puts(b, " (above 1: slower than it). Files of one system with disjoint rows share a column.\n\n");
+    jev_buf_add_str(b, " (above 1: slower than it). Files of one system with disjoint rows share a column.\n\n", NULL);
     /* the columns: the base series first, then every other series in file order */
     int order[JEV_REPORT_MAX_SOURCES], ratio_of[JEV_REPORT_MAX_SOURCES], k = 0;
     order[k++] = s[base].series;
@@ -840,39 +781,39 @@ static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_sr
             order[k++] = i;
     for (int c = 0; c < k; c++) {
         ratio_of[c] = ratio_base(s, n, order[c], s[base].series);
-        jev_report_buf_puts(b, "- ");
+        jev_buf_add_str(b, "- ", NULL);
         md_text(b, s[order[c]].label);
-        jev_report_buf_puts(b, ": ");
+        jev_buf_add_str(b, ": ", NULL);
         for (int i = order[c], first = 1; i < n; i++) {
             if (s[i].series != order[c])
                 continue;
             const char *machine = env_str(s[i].doc, NULL, "machine");
-            jev_report_buf_puts(b, first ? "" : "; ");
+            jev_buf_add_str(b, first ? "" : "; ", NULL);
             md_text(b, s[i].name);
-            jev_report_buf_puts(b, " (machine: ");
+            jev_buf_add_str(b, " (machine: ", NULL);
             md_text(b, machine ? machine : "not recorded");
-            jev_report_buf_puts(b, ")");
+            jev_buf_add_str(b, ")", NULL);
             first = 0;
         }
-        jev_report_buf_puts(b, "\n");
+        jev_buf_add_str(b, "\n", NULL);
     }
-    jev_report_buf_puts(b, "\n| Decisions | Path |");
+    jev_buf_add_str(b, "\n| Decisions | Path |", NULL);
     for (int c = 0; c < k; c++) {
-        jev_report_buf_puts(b, " ");
+        jev_buf_add_str(b, " ", NULL);
         md_text(b, s[order[c]].label);
-        jev_report_buf_puts(b, " total ms |");
+        jev_buf_add_str(b, " total ms |", NULL);
         if (c > 0) {
-            jev_report_buf_puts(b, " ");
+            jev_buf_add_str(b, " ", NULL);
             md_text(b, s[order[c]].label);
-            jev_report_buf_puts(b, " / ");
+            jev_buf_add_str(b, " / ", NULL);
             md_text(b, s[ratio_of[c]].label);
-            jev_report_buf_puts(b, " |");
+            jev_buf_add_str(b, " |", NULL);
         }
     }
-    jev_report_buf_puts(b, "\n|---:|---|");
+    jev_buf_add_str(b, "\n|---:|---|", NULL);
     for (int c = 0; c < 2 * k - 1; c++)
-        jev_report_buf_puts(b, "---:|");
-    jev_report_buf_puts(b, "\n");
+        jev_buf_add_str(b, "---:|", NULL);
+    jev_buf_add_str(b, "\n", NULL);
     for (int ci = 0; ci < nc; ci++) {
         for (int p = 0; p < np; p++) {
             double t[JEV_REPORT_MAX_SOURCES];
@@ -883,12 +824,12 @@ static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_sr
             }
             if (!any)
                 continue;
-            jev_report_buf_printf(b, "| %lld | %s |", counts[ci], paths[p]);
+            jev_buf_printf(b, NULL, "| %lld | %s |", counts[ci], paths[p]);
             for (int c = 0; c < k; c++) {
                 if (isnan(t[c]))
-                    jev_report_buf_puts(b, " n/a |");
+                    jev_buf_add_str(b, " n/a |", NULL);
                 else
-                    jev_report_buf_printf(b, " %.1f |", t[c]);
+                    jev_buf_printf(b, NULL, " %.1f |", t[c]);
                 if (c > 0) {
                     char r[32];
                     double den = jev_report_series_median(s, n, ratio_of[c], counts[ci], paths[p]);
@@ -896,13 +837,13 @@ static void md_side_by_side(struct jev_report_buf *b, const struct jev_report_sr
                         snprintf(r, sizeof r, "n/a");
                     else
                         fmt_ratio(t[c] / den, r);
-                    jev_report_buf_printf(b, " %s |", r);
+                    jev_buf_printf(b, NULL, " %s |", r);
                 }
             }
-            jev_report_buf_puts(b, "\n");
+            jev_buf_add_str(b, "\n", NULL);
         }
     }
-    jev_report_buf_puts(b, "\n");
+    jev_buf_add_str(b, "\n", NULL);
 }
 
 /* The whole Markdown document: a preamble, each FILE, the comparison, the plot link. */
@@ -914,19 +855,22 @@ enum jev_status jev_report_markdown(const struct jev_report_params *p, char **ou
                         JEV_REPORT_MAX_SOURCES - 1);
     struct jev_report_src s[JEV_REPORT_MAX_SOURCES];
     int n = jev_report_sources(p, s);
-    struct jev_report_buf b = {0};
-    jev_report_buf_puts(&b, "# jev benchmark report\n\nRendered by `jev report` from raw " JEV_BENCH_SCHEMA
-                            " records alone; no model was run. Model loading and warm-up are outside every time; image "
-                            "loading, prompt assembly, preprocessing, forwards and answer assembly are inside.\n\n");
+    struct jev_buf b;
+    jev_buf_init(&b, JEV_REPORT_MAX_BYTES);
+    jev_buf_add_str(&b,
+                    "# jev benchmark report\n\nRendered by `jev report` from raw " JEV_BENCH_SCHEMA
+                    " records alone; no model was run. Model loading and warm-up are outside every time; image "
+                    "loading, prompt assembly, preprocessing, forwards and answer assembly are inside.\n\n",
+                    NULL);
     for (int i = 0; i < n; i++)
         if (!s[i].reference)
             md_file(&b, &s[i]);
     if (n >= 2)
         md_side_by_side(&b, s, n);
     if (p->svg_link) {
-        jev_report_buf_puts(&b, "## Plot\n\n![median total ms vs decisions, log-log](");
+        jev_buf_add_str(&b, "## Plot\n\n![median total ms vs decisions, log-log](", NULL);
         md_text(&b, p->svg_link);
-        jev_report_buf_puts(&b, ")\n");
+        jev_buf_add_str(&b, ")\n", NULL);
     }
     return jev_report_buf_finish(&b, "Markdown report", out, len, err);
 }

@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/read-file.h" // defines: jev_read_file
+
 /* ---- field tables ---- */
 
 /* Allowed JSON types of a field, as a bit set; F_OPT marks an optional field. */
@@ -754,48 +756,17 @@ enum jev_status jev_bench_load_buffer(const char *data, size_t n, json_t **out, 
     return JEV_OK;
 }
 
-/* Reads the whole file (bounded by JEV_BENCH_MAX_FILE_BYTES, grown by
- * doubling since the size of a pipe is unknown), then loads the buffer;
- * messages are prefixed with the file name. */
+/* Reads the whole file (bounded by JEV_BENCH_MAX_FILE_BYTES; pipes work
+ * too), then loads the buffer; messages are prefixed with the file name. */
 enum jev_status jev_bench_load_file(const char *path, json_t **out, struct jev_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return jev_fail(err, JEV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;
-    size_t len = 0, cap = 0;
-    enum jev_status s = JEV_OK;
-    for (;;) {
-        if (len == cap) {
-            if (cap >= JEV_BENCH_MAX_FILE_BYTES) {
-                s = jev_fail(err, JEV_ERR_NOMEM, "%s: over the %u-byte limit of a benchmark record", path,
-                             JEV_BENCH_MAX_FILE_BYTES);
-                break;
-            }
-            size_t ncap = cap ? cap * 2 : 1 << 16;
-            char *nb = realloc(buf, ncap + 1);
-            if (nb == NULL) {
-                s = jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f))
-                s = jev_fail(err, JEV_ERR_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (s == JEV_OK) {
-        struct jev_error inner = {0};
-        s = jev_bench_load_buffer(buf, len, out, &inner);
-        if (s != JEV_OK)
-            jev_fail(err, s, "%s: %s", path, inner.msg);
-    }
+    size_t len = 0;
+    JEV_TRY(jev_read_file(path, JEV_BENCH_MAX_FILE_BYTES, &buf, &len, err));
+    struct jev_error inner = {0};
+    enum jev_status s = jev_bench_load_buffer(buf, len, out, &inner);
+    if (s != JEV_OK)
+        jev_fail(err, s, "%s: %s", path, inner.msg);
     free(buf);
     return s;
 }

@@ -21,6 +21,7 @@
 
 #include <curl/curl.h>
 
+#include "base/buf.h"                 // defines: struct jev_buf, jev_buf_*
 #include "base/sha256.h"              // defines: jev_sha256_file
 #include "base/timing.h"              // defines: jev_now_ms
 #include "common/download/download.h" // defines: jev_download_run
@@ -31,26 +32,15 @@
 /* ---- memory sink (listing) ---- */
 
 struct membuf {
-    char *data; /* [len + 1] NUL-terminated */
-    size_t len; /* bytes received */
-    bool over;  /* LISTING_MAX was hit */
+    struct jev_buf buf;   /* the listing so far, capped at LISTING_MAX */
+    struct jev_error err; /* why an append failed (over LISTING_MAX, or memory) */
 };
 
+/* A short count stops the transfer (CURLE_WRITE_ERROR); the reason is in m->err. */
 static size_t mem_write(char *p, size_t sz, size_t nm, void *ud) {
     struct membuf *m = ud;
     size_t n = sz * nm;
-    if (m->len + n > LISTING_MAX) {
-        m->over = true;
-        return 0;
-    }
-    char *d = realloc(m->data, m->len + n + 1);
-    if (!d)
-        return 0;
-    memcpy(d + m->len, p, n);
-    m->data = d;
-    m->len += n;
-    d[m->len] = '\0';
-    return n;
+    return jev_buf_add(&m->buf, p, n, &m->err) == JEV_OK ? n : 0;
 }
 
 /* ---- file sink (one transfer) ---- */
@@ -263,6 +253,7 @@ static enum jev_status run_with(CURL *c, struct curl_slist *hdr, const struct je
         return jev_fail(err, JEV_ERR_NOMEM, "download: escaping the revision");
     enum jev_status st = JEV_OK;
     struct membuf m = {0};
+    jev_buf_init(&m.buf, LISTING_MAX);
     struct jev_download_listing l = {0};
     char url[8192], partial[4096];
     if (snprintf(url, sizeof url, "%s/api/models/%s/revision/%s?blobs=true", base, o->repo, rev_esc) >=
@@ -278,8 +269,8 @@ static enum jev_status run_with(CURL *c, struct curl_slist *hdr, const struct je
     CURLcode rc = curl_easy_perform(c);
     long code = 0;
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-    if (m.over) {
-        st = jev_fail(err, JEV_ERR_FORMAT, "download: listing %s is larger than %u bytes", url, LISTING_MAX);
+    if (m.err.status != JEV_OK) {
+        st = jev_fail(err, m.err.status, "download: listing %s: %s", url, m.err.msg);
         goto done;
     }
     if (rc != CURLE_OK) {
@@ -290,7 +281,7 @@ static enum jev_status run_with(CURL *c, struct curl_slist *hdr, const struct je
         st = http_fail(err, code, url, NULL);
         goto done;
     }
-    st = jev_download_listing_parse(m.data ? m.data : "", m.len, &l, err);
+    st = jev_download_listing_parse(jev_buf_str(&m.buf), m.buf.len, &l, err);
     if (st != JEV_OK)
         goto done;
     if (l.n == 0) {
@@ -313,7 +304,7 @@ static enum jev_status run_with(CURL *c, struct curl_slist *hdr, const struct je
     rmdir(partial); /* only when empty: nothing else of ours is left there */
 done:
     jev_download_listing_free(&l);
-    free(m.data);
+    jev_buf_free(&m.buf);
     curl_free(rev_esc);
     return st;
 }

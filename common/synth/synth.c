@@ -34,12 +34,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/buf.h"          // defines: struct jev_buf, jev_buf_*
 #include "base/half.h"         // defines: jev_f32_to_bf16, jev_bf16_to_f32
 #include "base/pool.h"         // defines: jev_pool_run
 #include "base/timing.h"       // defines: jev_now_ms
 #include "model/config-json.h" // defines: jev_config_parse
 #include "base/read-file.h"    // defines: jev_read_file
-#include "io/safetensors.h"    // defines: enum jev_dtype
+#include "io/safetensors.h"    // defines: enum jev_dtype, JEV_ST_MAX_HEADER
 
 /* ---- placement and headers ---- */
 
@@ -123,64 +124,31 @@ static enum jev_status place(struct jev_synth_plan *pl, int64_t shard_bytes, str
     return JEV_OK;
 }
 
-/* A growing text buffer for headers. */
-struct text {
-    char *s;       /* NUL-terminated text */
-    size_t n, cap; /* length and allocation */
-    bool oom;      /* an append failed */
-};
-
-static void text_add(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* vsnprintf into the buffer, growing it and retrying when the text does not fit. */
-static void text_add(struct text *t, const char *fmt, ...) {
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            t->oom = true;
-            return;
-        }
-        if (t->s && t->n + (size_t)k < t->cap) {
-            t->n += (size_t)k;
-            return;
-        }
-        size_t cap = (t->cap + (size_t)k + 1) * 2;
-        char *s = realloc(t->s, cap);
-        if (!s) {
-            t->oom = true;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
-}
-
 /*
  * The shard's header JSON, padded with spaces so that the data area starts 8-aligned.
  * The header JSON is written by hand rather than by jansson so that its
  * bytes are fixed by this file alone (key order, spacing, integer
  * formatting), whatever the library version: the golden sha256 covers it.
  */
-static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shard *s, struct text *h,
+static enum jev_status shard_header(const struct jev_synth_plan *pl, struct shard *s, struct jev_buf *h,
                                     struct jev_error *err) {
-    h->n = 0;
-    text_add(h, "{\"__metadata__\":{\"format\":\"%s\"}", pl->layout == JEV_SYNTH_MLX4 ? "mlx" : "pt");
+    jev_buf_reset(h);
+    jev_buf_printf(h, NULL, "{\"__metadata__\":{\"format\":\"%s\"}", pl->layout == JEV_SYNTH_MLX4 ? "mlx" : "pt");
     for (int32_t i = 0; i < s->n; i++) {
         const struct jev_synth_tensor *t = &pl->t[s->order[i]];
-        text_add(h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name, jev_dtype_name(t->dtype));
+        jev_buf_printf(h, NULL, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[", t->name, jev_dtype_name(t->dtype));
         for (int32_t d = 0; d < t->ndim; d++)
-            text_add(h, "%s%lld", d ? "," : "", (long long)t->shape[d]);
-        text_add(h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)t->offset,
-                 (unsigned long long)(t->offset + t->nbytes));
+            jev_buf_printf(h, NULL, "%s%lld", d ? "," : "", (long long)t->shape[d]);
+        jev_buf_printf(h, NULL, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)t->offset,
+                       (unsigned long long)(t->offset + t->nbytes));
     }
-    text_add(h, "}");
-    while ((8 + h->n) % 8 != 0)
-        text_add(h, " ");
-    if (h->oom)
-        return jev_fail(err, JEV_ERR_NOMEM, "synth: out of memory writing the header of %s", s->name);
-    s->data_start = 8 + h->n;
+    jev_buf_add_str(h, "}", NULL);
+    while ((8 + h->len) % 8 != 0)
+        jev_buf_add_str(h, " ", NULL);
+    struct jev_error inner = {0};
+    if (jev_buf_status(h, &inner) != JEV_OK)
+        return jev_fail(err, inner.status, "synth: the header of %s: %s", s->name, inner.msg);
+    s->data_start = 8 + h->len;
     return JEV_OK;
 }
 
@@ -470,7 +438,8 @@ static enum jev_status write_all(const struct jev_synth_params *p, const struct 
     struct jev_synth_plan pl = {.layout = p->layout, .bits = p->bits, .group = p->group};
     struct shard *sh = NULL;
     int32_t ns = 0;
-    struct text hdr = {0};
+    struct jev_buf hdr; /* a header the reader would refuse (over JEV_ST_MAX_HEADER) is not written */
+    jev_buf_init(&hdr, JEV_ST_MAX_HEADER);
     struct jev_pool *pool = NULL;
     enum jev_status st = JEV_OK;
     jev_synth_plan_model(&pl, c, n_mtp);
@@ -497,9 +466,9 @@ static enum jev_status write_all(const struct jev_synth_params *p, const struct 
         }
         uint8_t len[8];
         for (int i = 0; i < 8; i++)
-            len[i] = (uint8_t)((uint64_t)hdr.n >> (8 * i));
+            len[i] = (uint8_t)((uint64_t)hdr.len >> (8 * i));
         if ((st = pwrite_all(sh[k].fd, len, 8, 0, sh[k].name, err)) != JEV_OK ||
-            (st = pwrite_all(sh[k].fd, hdr.s, hdr.n, 8, sh[k].name, err)) != JEV_OK)
+            (st = pwrite_all(sh[k].fd, hdr.data, hdr.len, 8, sh[k].name, err)) != JEV_OK)
             goto done;
         if (ftruncate(sh[k].fd, (off_t)(sh[k].data_start + sh[k].data_size)) != 0) {
             st = jev_fail(err, JEV_ERR_IO, "%s: cannot size to %llu bytes: %s", path,
@@ -545,7 +514,7 @@ done:
     if (sh)
         free(sh[0].order);
     free(sh);
-    free(hdr.s);
+    jev_buf_free(&hdr);
     jev_pool_free(pool);
     jev_synth_plan_free(&pl);
     return st;

@@ -46,7 +46,7 @@ enum jev_status dc_tokenize_prompt(struct jev_decider *d, const struct jev_promp
             continue;
         }
         unsigned flags = s->kind == JEV_SEG_USER ? JEV_TOK_NO_ADDED : 0u;
-        JEV_TRY(jev_tokenizer_encode(d->tok, pr->text + s->off, s->len, flags, out, err));
+        JEV_TRY(jev_tokenizer_encode(d->tok, pr->text.data + s->off, s->len, flags, out, err));
     }
     if (out->n > (size_t)INT32_MAX / 4)
         return jev_fail(err, JEV_ERR_NOMEM, "prompt: %zu tokens is beyond any engine", out->n);

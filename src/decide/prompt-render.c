@@ -22,7 +22,7 @@
 
 #include "decide/prompt-int.h" // defines: dc_prompt_*
 #include "decide/qtype.h"      // defines: jev_qtype_get
-#include "io/jsonw.h"          // defines: jev_jsonw_value_indent
+#include "io/jsonw.h"          // defines: jev_jsonw_value_indent, JEV_JSONW_MAX_BYTES
 
 /* ---- the frame ---- */
 
@@ -44,39 +44,21 @@ struct jev_prompt_frame jev_prompt_frame_default(void) {
 
 /* ---- the buffer ---- */
 
-void jev_prompt_init(struct jev_prompt *p) { memset(p, 0, sizeof *p); }
+void jev_prompt_init(struct jev_prompt *p) {
+    memset(p, 0, sizeof *p);
+    jev_buf_init(&p->text, JEV_PROMPT_MAX_BYTES);
+}
 
 void jev_prompt_reset(struct jev_prompt *p) {
-    p->len = 0;
+    jev_buf_reset(&p->text);
     p->n_segs = 0;
     p->failed = false;
-    if (p->text)
-        p->text[0] = '\0';
 }
 
 void jev_prompt_free(struct jev_prompt *p) {
-    free(p->text);
+    jev_buf_free(&p->text);
     free(p->segs);
     memset(p, 0, sizeof *p);
-}
-
-/* Grows the text buffer; prompts are rendered per request, not per token. */
-static bool reserve(struct jev_prompt *p, size_t more) {
-    if (p->failed)
-        return false;
-    if (p->len + more + 1 <= p->cap)
-        return true;
-    size_t cap = p->cap ? p->cap : 1024;
-    while (cap < p->len + more + 1)
-        cap *= 2;
-    char *t = realloc(p->text, cap);
-    if (t == NULL) {
-        p->failed = true;
-        return false;
-    }
-    p->text = t;
-    p->cap = cap;
-    return true;
 }
 
 /* Opens (or extends) a segment of this kind at the current end. */
@@ -95,16 +77,17 @@ static void segment(struct jev_prompt *p, enum jev_seg_kind kind) {
         p->segs = s;
         p->cap_segs = cap;
     }
-    p->segs[p->n_segs++] = (struct jev_segment){kind, p->len, 0};
+    p->segs[p->n_segs++] = (struct jev_segment){kind, p->text.len, 0};
 }
 
 /* Appends to the text and to the open segment. */
 static void put(struct jev_prompt *p, const char *s, size_t n) {
-    if (n == 0 || !reserve(p, n))
+    if (n == 0 || p->failed)
         return;
-    memcpy(p->text + p->len, s, n);
-    p->len += n;
-    p->text[p->len] = '\0';
+    if (jev_buf_add(&p->text, s, n, NULL) != JEV_OK) {
+        p->failed = true;
+        return;
+    }
     p->segs[p->n_segs - 1].len += n;
 }
 
@@ -183,9 +166,14 @@ static void user_value(struct jev_prompt *p, const json_t *v, bool oneline) {
 }
 
 static enum jev_status done(struct jev_prompt *p, struct jev_error *err) {
-    if (p->failed)
-        return jev_fail(err, JEV_ERR_NOMEM, "prompt: out of memory while rendering (%zu bytes so far)", p->len);
-    return JEV_OK;
+    if (!p->failed)
+        return JEV_OK;
+    struct jev_error inner = {0};
+    if (jev_buf_status(&p->text, &inner) != JEV_OK) /* the text's own failure names its cap */
+        return jev_fail(err, inner.status, "prompt: %s", inner.msg);
+    return jev_fail(err, JEV_ERR_NOMEM,
+                    "prompt: out of memory, or a JSON value over %zu bytes, while rendering (%zu bytes so far)",
+                    JEV_JSONW_MAX_BYTES, p->text.len);
 }
 
 /* A description worth a line: not absent, null or a blank string. */
@@ -341,11 +329,11 @@ size_t jev_prompt_candidate(const struct jev_question *q, int32_t i, char *out, 
     struct jev_prompt tmp;
     jev_prompt_init(&tmp);
     user(&tmp, src, true);
-    size_t n = tmp.failed ? 0 : tmp.len;
+    size_t n = tmp.failed ? 0 : tmp.text.len;
     if (cap > 0) {
         size_t k = n < cap - 1 ? n : cap - 1;
         if (k)
-            memcpy(out, tmp.text, k);
+            memcpy(out, tmp.text.data, k);
         out[k] = '\0';
     }
     jev_prompt_free(&tmp);

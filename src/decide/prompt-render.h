@@ -39,6 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h"       // defines: struct jev_buf
 #include "base/error.h"     // defines: struct jev_error
 #include "decide/labels.h"  // defines: struct jev_labels
 #include "decide/request.h" // defines: struct jev_request
@@ -55,16 +56,19 @@ struct jev_segment {
     size_t len;             /* bytes */
 };
 
+/* The most text one prompt holds. Generous: the request's values as JSON are
+ * capped at JEV_JSONW_MAX_BYTES (the same 256 MiB), the template around them
+ * is small; past it rendering fails instead of growing without bound. */
+#define JEV_PROMPT_MAX_BYTES ((size_t)256 << 20)
+
 /* A rendered prompt: one contiguous text and its segments (adjacent segments
  * of one kind are merged). Grows as it is appended to; reuse with reset. */
 struct jev_prompt {
-    char *text;               /* (len) UTF-8, NUL-terminated */
-    size_t len;               /* bytes of text */
-    size_t cap;               /* bytes allocated for text */
+    struct jev_buf text;      /* UTF-8, text.data[0 .. text.len), at most JEV_PROMPT_MAX_BYTES */
     struct jev_segment *segs; /* (n_segs) in order, covering text */
     int32_t n_segs;           /* segments */
     int32_t cap_segs;         /* segments allocated */
-    bool failed;              /* an allocation failed; render calls report it */
+    bool failed;              /* an allocation or the cap failed; render calls report it */
 };
 
 /* The chat frame: template strings around the content. */

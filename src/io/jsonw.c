@@ -10,34 +10,13 @@
 #include <string.h>
 #include <utf8proc.h>
 
-void jev_jsonw_init(struct jev_jsonw *w) { memset(w, 0, sizeof *w); }
+void jev_jsonw_init(struct jev_jsonw *w) { jev_buf_init(&w->buf, JEV_JSONW_MAX_BYTES); }
 
-void jev_jsonw_free(struct jev_jsonw *w) {
-    free(w->buf);
-    memset(w, 0, sizeof *w);
-}
+void jev_jsonw_free(struct jev_jsonw *w) { jev_buf_free(&w->buf); }
 
-/* Appends n bytes, doubling the buffer; after a failed allocation every call
- * is a no-op and finish returns NULL, so callers check once at the end. */
-static void put(struct jev_jsonw *w, const char *s, size_t n) {
-    if (w->failed)
-        return;
-    if (w->len + n + 1 > w->cap) {
-        size_t cap = w->cap ? w->cap : 256;
-        while (cap < w->len + n + 1)
-            cap *= 2;
-        char *b = realloc(w->buf, cap);
-        if (b == NULL) {
-            w->failed = true;
-            return;
-        }
-        w->buf = b;
-        w->cap = cap;
-    }
-    memcpy(w->buf + w->len, s, n);
-    w->len += n;
-    w->buf[w->len] = '\0';
-}
+/* Appends n bytes; after a failure (memory, or the cap) every call is a
+ * no-op and finish returns NULL, so callers check once at the end. */
+static void put(struct jev_jsonw *w, const char *s, size_t n) { jev_buf_add(&w->buf, s, n, NULL); }
 
 void jev_jsonw_raw(struct jev_jsonw *w, const char *s) { put(w, s, strlen(s)); }
 
@@ -325,9 +304,7 @@ static void value_indent(struct jev_jsonw *w, const json_t *v, int indent, int l
 void jev_jsonw_value_indent(struct jev_jsonw *w, const json_t *v, int indent) { value_indent(w, v, indent, 0); }
 
 char *jev_jsonw_finish(struct jev_jsonw *w) {
-    char *out = w->failed ? NULL : w->buf;
-    if (out == NULL)
-        free(w->buf);
-    memset(w, 0, sizeof *w);
+    char *out = NULL;
+    jev_buf_take(&w->buf, &out, NULL, NULL);
     return out;
 }

@@ -18,11 +18,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/buf.h" // defines: struct jev_buf
+
+/* The most text one writer holds. Generous: a response echoes each byte of
+ * a request at most three times (a score option's key in the legend and in
+ * the probabilities, and its text) plus under 80 bytes per option (4096
+ * questions x 255 options), about 180 MB for the largest (32 MiB) request;
+ * the prompts' indented JSON of a request also stays under it unless the
+ * request nests and repeats on purpose, and then it fails here (finish
+ * returns NULL) instead of growing without bound. */
+#define JEV_JSONW_MAX_BYTES ((size_t)256 << 20)
+
 struct jev_jsonw {
-    char *buf;   /* text so far, NUL-terminated when non-NULL */
-    size_t len;  /* bytes in buf */
-    size_t cap;  /* bytes allocated */
-    bool failed; /* an allocation failed: finish returns NULL */
+    struct jev_buf buf; /* text so far, at most JEV_JSONW_MAX_BYTES; a failure makes finish return NULL */
 };
 
 void jev_jsonw_init(struct jev_jsonw *w);
@@ -46,8 +54,8 @@ void jev_jsonw_value(struct jev_jsonw *w, const json_t *v);
  * floats as float.__repr__. tests/golden/state-render.json holds the proof. */
 void jev_jsonw_value_indent(struct jev_jsonw *w, const json_t *v, int indent);
 
-/* The text (caller frees with free()), or NULL after a failed allocation;
- * the writer is reset either way. */
+/* The text (caller frees with free()), or NULL after a failed allocation or
+ * past JEV_JSONW_MAX_BYTES; the writer is reset either way. */
 char *jev_jsonw_finish(struct jev_jsonw *w);
 
 /* Replaces, in place, every byte that is not part of valid UTF-8 with '?'

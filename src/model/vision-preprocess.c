@@ -12,7 +12,6 @@
  */
 #include "model/vision-preprocess.h" // defines: struct jev_preprocess_config, jev_vision_resize
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +19,8 @@
 
 #include <jansson.h>
 
-#include "base/pool.h" // defines: jev_pool_run
+#include "base/pool.h"      // defines: jev_pool_run
+#include "base/read-file.h" // defines: jev_read_file
 
 /* ---- preprocessor_config.json ---- */
 
@@ -176,16 +176,12 @@ done:
 }
 
 enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out, struct jev_error *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return jev_fail(err, JEV_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char buf[65536];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    bool more = !feof(f);
-    fclose(f);
-    if (more)
-        return jev_fail(err, JEV_ERR_FORMAT, "%s: larger than 64 KiB", path);
-    return jev_preprocess_config_parse(buf, n, path, out, err);
+    char *buf = NULL;
+    size_t n = 0;
+    JEV_TRY(jev_read_file(path, JEV_PREPROCESS_CONFIG_MAX_BYTES, &buf, &n, err));
+    enum jev_status st = jev_preprocess_config_parse(buf, n, path, out, err);
+    free(buf);
+    return st;
 }
 
 /* ---- target size ---- */

@@ -71,6 +71,9 @@ struct jev_preprocess_config jev_preprocess_config_qwen35(void);
  */
 enum jev_status jev_preprocess_config_parse(const char *text, size_t len, const char *name,
                                             struct jev_preprocess_config *out, struct jev_error *err);
+
+/* Reads and parses path, a file of at most JEV_PREPROCESS_CONFIG_MAX_BYTES. */
+#define JEV_PREPROCESS_CONFIG_MAX_BYTES ((size_t)64 << 10)
 enum jev_status jev_preprocess_config_load(const char *path, struct jev_preprocess_config *out, struct jev_error *err);
 
 /* Where an image goes: the resized size, its patch grid and token count. */

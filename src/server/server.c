@@ -14,6 +14,7 @@
  */
 #include "server/server.h" // defines: struct jev_server_params, jev_server_start
 
+#include "base/buf.h"      // defines: struct jev_buf, jev_buf_*
 #include "base/log.h"      // defines: jev_log
 #include "base/timing.h"   // defines: jev_now_ms
 #include "io/jsonw.h"      // defines: struct jev_jsonw
@@ -62,16 +63,14 @@ enum route { ROUTE_NONE, ROUTE_SYSTEMONE, ROUTE_DECISIONS, ROUTE_MODELS, ROUTE_H
 
 /* One request's state, from its headers to its completion callback. */
 struct request {
-    enum route route; /* what the path names */
-    double start_ms;  /* when the headers arrived */
-    char id[40];      /* x-typesafe-request-id */
-    char method[16];  /* for the log line */
-    char path[128];   /* for the log line (truncated) */
-    char *body;       /* received body, NUL-terminated; NULL while empty */
-    size_t len;       /* bytes in body */
-    size_t cap;       /* bytes allocated */
-    bool too_large;   /* the body passed the limit: the rest is dropped, the answer is 413 */
-    bool answered;    /* a response was queued */
+    enum route route;    /* what the path names */
+    double start_ms;     /* when the headers arrived */
+    char id[40];         /* x-typesafe-request-id */
+    char method[16];     /* for the log line */
+    char path[128];      /* for the log line (truncated) */
+    struct jev_buf body; /* received body, capped at the server's max_body */
+    bool too_large;      /* the body passed the limit: the rest is dropped, the answer is 413 */
+    bool answered;       /* a response was queued */
 };
 
 struct jev_server_params jev_server_default_params(void) {
@@ -188,29 +187,14 @@ static bool content_length(struct MHD_Connection *c, unsigned long long *out) {
     return true;
 }
 
-/* Appends a piece of body, or drops it once the total passes the limit (the buffer never grows
- * beyond max_body + 1). false only when an allocation fails. */
+/* Appends a piece of body, or drops it once the total passes the limit (the buffer's cap is
+ * max_body: a body of exactly the limit fits). false only when an allocation fails. */
 static bool body_append(const struct jev_server *s, struct request *rq, const char *data, size_t n) {
-    if (rq->too_large || n > s->max_body - rq->len) {
+    if (rq->too_large || n > jev_buf_room(&rq->body)) {
         rq->too_large = true;
         return true;
     }
-    if (rq->len + n + 1 > rq->cap) {
-        size_t cap = rq->cap ? rq->cap : 64 << 10;
-        while (cap < rq->len + n + 1)
-            cap *= 2;
-        if (cap > s->max_body + 1)
-            cap = s->max_body + 1;
-        char *b = realloc(rq->body, cap);
-        if (!b)
-            return false;
-        rq->body = b;
-        rq->cap = cap;
-    }
-    memcpy(rq->body + rq->len, data, n);
-    rq->len += n;
-    rq->body[rq->len] = '\0';
-    return true;
+    return jev_buf_add(&rq->body, data, n, NULL) == JEV_OK;
 }
 
 /* ---- decisions ---- */
@@ -221,9 +205,9 @@ static enum MHD_Result refuse_busy(struct MHD_Connection *c, struct jev_server *
     struct jev_request r;
     struct jev_request_error rerr = {0};
     struct jev_request_opts opts = {.no_vision = s->model->params.no_vision};
-    const char *b = rq->body ? rq->body : "";
-    enum jev_status st = rq->route == ROUTE_DECISIONS ? jev_request_parse_openai(b, rq->len, &opts, &r, &rerr)
-                                                      : jev_request_parse_systemone(b, rq->len, &opts, &r, &rerr);
+    const char *b = jev_buf_str(&rq->body);
+    enum jev_status st = rq->route == ROUTE_DECISIONS ? jev_request_parse_openai(b, rq->body.len, &opts, &r, &rerr)
+                                                      : jev_request_parse_systemone(b, rq->body.len, &opts, &r, &rerr);
     if (st != JEV_OK)
         return respond(c, rq, rerr.http_status ? (unsigned)rerr.http_status : 500, jev_response_request_error(&rerr),
                        NULL, NULL);
@@ -243,7 +227,7 @@ static enum MHD_Result decide(struct MHD_Connection *c, struct jev_server *s, st
     int32_t http = 500;
     enum jev_request_format f = rq->route == ROUTE_DECISIONS ? JEV_REQUEST_OPENAI : JEV_REQUEST_SYSTEMONE;
     pthread_mutex_lock(&s->decide_lock);
-    jev_decide_json(s->decider, rq->body ? rq->body : "", rq->len, f, &resp, &http);
+    jev_decide_json(s->decider, jev_buf_str(&rq->body), rq->body.len, f, &resp, &http);
     pthread_mutex_unlock(&s->decide_lock);
     atomic_fetch_sub(&s->admitted, 1);
     return respond(c, rq, (unsigned)http, resp, NULL, NULL);
@@ -315,6 +299,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         rq = calloc(1, sizeof *rq);
         if (!rq)
             return MHD_NO; /* closes the connection: nothing else can be done without memory */
+        jev_buf_init(&rq->body, s->max_body);
         *con_cls = rq;
         return on_headers(c, s, rq, url, method);
     }
@@ -343,7 +328,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
     struct request *rq = *con_cls;
     if (rq) {
-        free(rq->body);
+        jev_buf_free(&rq->body);
         free(rq);
         *con_cls = NULL;
     }

@@ -19,41 +19,33 @@
 void jev_chat_init(struct jev_chat *p, const struct jev_tokenizer *tok) {
     memset(p, 0, sizeof *p);
     p->tok = tok;
+    jev_buf_init(&p->stretch, JEV_CHAT_MAX_BYTES);
 }
 
 void jev_chat_free(struct jev_chat *p) {
     jev_tokens_free(&p->ids);
-    free(p->stretch);
+    jev_buf_free(&p->stretch);
     memset(p, 0, sizeof *p);
 }
 
-/* The stretch grows by doubling; a prompt is built once per request. */
+/* The stretch is capped at JEV_CHAT_MAX_BYTES; a failure names the cap. */
 static enum jev_status stretch_append(struct jev_chat *p, const char *s, size_t n, struct jev_error *err) {
-    if (p->n_stretch + n > p->cap_stretch) {
-        size_t cap = p->cap_stretch ? p->cap_stretch : 256;
-        while (cap < p->n_stretch + n)
-            cap *= 2;
-        char *b = realloc(p->stretch, cap);
-        if (b == NULL)
-            return jev_fail(err, JEV_ERR_NOMEM, "prompt: out of memory for %zu bytes of text", cap);
-        p->stretch = b;
-        p->cap_stretch = cap;
-    }
-    memcpy(p->stretch + p->n_stretch, s, n);
-    p->n_stretch += n;
+    struct jev_error inner = {0};
+    if (jev_buf_add(&p->stretch, s, n, &inner) != JEV_OK)
+        return jev_fail(err, inner.status, "prompt: %s", inner.msg);
     return JEV_OK;
 }
 
 /* Encodes the open stretch. Trusted-only stretches were split at added
  * tokens already; a stretch with user text is encoded without any. */
 static enum jev_status flush(struct jev_chat *p, struct jev_error *err) {
-    if (p->n_stretch == 0)
+    if (p->stretch.len == 0)
         return JEV_OK;
     /* a trusted-only stretch keeps added-token matching on, so normalized
      * added tokens (which the raw split leaves in place) still match */
     unsigned flags = p->stretch_has_user ? JEV_TOK_NO_ADDED : 0;
-    JEV_TRY(jev_tokenizer_encode(p->tok, p->stretch, p->n_stretch, flags, &p->ids, err));
-    p->n_stretch = 0;
+    JEV_TRY(jev_tokenizer_encode(p->tok, p->stretch.data, p->stretch.len, flags, &p->ids, err));
+    jev_buf_reset(&p->stretch);
     p->stretch_has_user = false;
     return JEV_OK;
 }

@@ -37,14 +37,19 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "base/buf.h"       // defines: struct jev_buf
 #include "text/tokenizer.h" // defines: struct jev_tokenizer, struct jev_tokens
+
+/* The most text one stretch, or one rendered state, holds. Generous: the
+ * text of the largest request (32 MiB) with the indentation of its JSON
+ * fits many times; past it a prompt fails (JEV_ERR_NOMEM naming the limit)
+ * instead of growing without bound. */
+#define JEV_CHAT_MAX_BYTES ((size_t)256 << 20)
 
 struct jev_chat {
     const struct jev_tokenizer *tok; /* the tokenizer (not owned) */
     struct jev_tokens ids;           /* ids of everything before the open stretch */
-    char *stretch;                   /* text since the last added token, not yet encoded */
-    size_t n_stretch;                /* bytes in stretch */
-    size_t cap_stretch;              /* bytes allocated */
+    struct jev_buf stretch;          /* text since the last added token, not yet encoded */
     bool stretch_has_user;           /* user text is in the stretch: encode it without added tokens */
 };
 

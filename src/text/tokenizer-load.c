@@ -29,11 +29,12 @@
 #include <string.h>
 #include <utf8proc.h>
 
+#include "base/read-file.h"      // defines: jev_read_file
 #include "text/tokenizer-impl.h" // defines: struct jev_tokenizer and its parts
 #include "text/utf8.h"           // defines: jev_utf8_decode, jev_utf8_encode, jev_utf8_valid
 
 #define JEV_TOK_MAX_IDS (1 << 22)
-#define JEV_TOK_MAX_FILE ((size_t)1 << 30)
+#define JEV_TOK_MAX_FILE ((size_t)1 << 30) /* tokenizer.json size limit */
 #define PATH_MAX_LEN 160
 
 /* What the loader carries around: the file's name for messages and the
@@ -831,41 +832,14 @@ enum jev_status jev_tokenizer_load_buffer(const char *json, size_t len, const ch
     return JEV_OK;
 }
 
-/* Reads the whole file first (growing a buffer, so pipes work too) and then
- * parses it from memory: one code path for files and buffers. */
+/* Reads the whole file first (pipes work too) and then parses it from
+ * memory: one code path for files and buffers. */
 enum jev_status jev_tokenizer_load(const char *path, struct jev_tokenizer **out, struct jev_error *err) {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return jev_fail(err, JEV_ERR_IO, "%s: cannot open", path);
     char *buf = NULL;
-    size_t n = 0, cap = 0;
-    enum jev_status st = JEV_OK;
-    for (;;) {
-        if (n == cap) {
-            if (cap >= JEV_TOK_MAX_FILE) {
-                st = jev_fail(err, JEV_ERR_NOMEM, "%s: larger than the 1 GiB limit", path);
-                break;
-            }
-            cap = cap ? 2 * cap : 1 << 20;
-            char *b = realloc(buf, cap);
-            if (b == NULL) {
-                st = jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory reading the file", path);
-                break;
-            }
-            buf = b;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f))
-                st = jev_fail(err, JEV_ERR_IO, "%s: read error", path);
-            break;
-        }
-    }
-    fclose(f);
-    if (st == JEV_OK)
-        st = jev_tokenizer_load_buffer(buf, n, path, out, err);
+    size_t n = 0;
+    JEV_TRY(jev_read_file(path, JEV_TOK_MAX_FILE, &buf, &n, err));
+    enum jev_status st = jev_tokenizer_load_buffer(buf, n, path, out, err);
     free(buf);
     return st;
 }

@@ -23,33 +23,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"       // defines: struct jev_buf, jev_buf_*
+#include "base/read-file.h" // defines: jev_read_file
+
 /* Bytes reserved per question for a generated id "q%02d" (at most "q4095"). */
 #define GEN_ID_BYTES 16
 
 /* ---- input ---- */
 
-/* Appends text to a growing joined state, a blank line between pieces. */
 /* The OpenAI input has no single "state": its text parts become one string
- * state, separated by a blank line, in message order. */
-static enum jev_status join_text(json_t **acc, const char *text, struct jev_request_error *e) {
-    if (*acc == NULL) {
-        *acc = json_string(text);
-    } else {
-        size_t a = json_string_length(*acc), b = strlen(text);
-        char *buf = malloc(a + b + 3);
-        if (buf == NULL)
-            return jev_rq_fail(e, 0, "", "out of memory while parsing the request");
-        memcpy(buf, json_string_value(*acc), a);
-        memcpy(buf + a, "\n\n", 2);
-        memcpy(buf + a + 2, text, b + 1);
-        json_string_set(*acc, buf);
-        free(buf);
-    }
-    return *acc ? JEV_OK : jev_rq_fail(e, 0, "", "out of memory while parsing the request");
+ * state, separated by a blank line, in message order. They are joined in one
+ * buffer (linear: a new string per part made a body of many small parts
+ * quadratic, hours for one request), capped at the body limit: the joined
+ * text is shorter than the body it comes from (each part costs more bytes of
+ * JSON than the 2 of its separator). */
+struct joined {
+    struct jev_buf text; /* the parts so far */
+    bool any;            /* a part was added (an empty first part still counts) */
+};
+
+static enum jev_status join_text(struct joined *acc, const char *text, struct jev_request_error *e) {
+    if (acc->any)
+        jev_buf_add(&acc->text, "\n\n", 2, NULL);
+    acc->any = true;
+    struct jev_error err = {0};
+    if (jev_buf_add_str(&acc->text, text, &err) != JEV_OK)
+        return jev_rq_fail(e, 0, "", "joining the input's text: %s", err.msg);
+    return JEV_OK;
 }
 
 /* One content part: text is joined, an image goes to the request's one image. */
-static enum jev_status oa_part(struct jev_request *r, json_t *part, const char *path, json_t **acc,
+static enum jev_status oa_part(struct jev_request *r, json_t *part, const char *path, struct joined *acc,
                                struct jev_request_error *e) {
     if (!json_is_object(part))
         return jev_rq_fail(e, 422, path, "a content part must be an object");
@@ -96,7 +100,8 @@ static enum jev_status oa_input(struct jev_request *r, json_t *input, struct jev
         return jev_rq_fail(e, 422, "input", "must be a string or an array of user messages");
     if (json_array_size(input) == 0)
         return jev_rq_fail(e, 422, "input", "is empty (at least one user message)");
-    json_t *acc = NULL;
+    struct joined acc = {.any = false};
+    jev_buf_init(&acc.text, JEV_DECIDE_MAX_BODY_BYTES);
     enum jev_status s = JEV_OK;
     size_t i;
     json_t *msg;
@@ -139,15 +144,14 @@ static enum jev_status oa_input(struct jev_request *r, json_t *input, struct jev
         if (s != JEV_OK)
             break;
     }
-    if (s != JEV_OK) {
-        json_decref(acc);
+    /* the parts are valid UTF-8 (jansson checked them), so their join is too; "" for images only */
+    json_t *state = s == JEV_OK ? json_stringn_nocheck(jev_buf_str(&acc.text), acc.text.len) : NULL;
+    jev_buf_free(&acc.text);
+    if (s != JEV_OK)
         return s;
-    }
-    if (acc == NULL)
-        acc = json_string(""); /* images only */
-    if (acc == NULL || json_array_append_new(r->keep, acc) != 0)
+    if (state == NULL || json_array_append_new(r->keep, state) != 0)
         return jev_rq_fail(e, 0, "", "out of memory while parsing the request");
-    r->state = acc;
+    r->state = state;
     return JEV_OK;
 }
 
@@ -419,22 +423,16 @@ enum jev_status jev_request_load_workload_file(const char *path, int32_t n_decis
                                                struct jev_request_error *rerr) {
     memset(out, 0, sizeof *out);
     memset(rerr, 0, sizeof *rerr);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL)
-        return jev_rq_fail(rerr, 400, path, "cannot open the workload file");
-    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-    if (size < 0 || (size_t)size > JEV_DECIDE_MAX_BODY_BYTES || fseek(f, 0, SEEK_SET) != 0) {
-        fclose(f);
-        return jev_rq_fail(rerr, size < 0 ? 400 : 413, path, "cannot read the workload file, or it is over %zu bytes",
-                           JEV_DECIDE_MAX_BODY_BYTES);
-    }
-    char *buf = malloc((size_t)size + 1);
-    size_t n = buf ? fread(buf, 1, (size_t)size, f) : 0;
-    bool bad = buf == NULL || n != (size_t)size;
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return jev_rq_fail(rerr, 400, path, "cannot read the workload file");
+    char *buf = NULL;
+    size_t n = 0;
+    struct jev_error err = {0};
+    if (jev_read_file(path, JEV_DECIDE_MAX_BODY_BYTES, &buf, &n, &err) != JEV_OK) {
+        /* err.msg is "<path>: <why>"; the refusal names the path once, as its param */
+        size_t k = strlen(path);
+        const char *why = strncmp(err.msg, path, k) == 0 && err.msg[k] == ':' ? err.msg + k + 2 : err.msg;
+        return err.status == JEV_ERR_NOMEM
+                   ? jev_rq_fail(rerr, 413, path, "the workload file is too large: %s", why)
+                   : jev_rq_fail(rerr, 400, path, "cannot open the workload file or read it: %s", why);
     }
     enum jev_status s = jev_request_load_workload(buf, n, n_decisions, out, rerr);
     free(buf);
