@@ -112,6 +112,18 @@ static inline struct cmd_result cmd_run(const char *const *argv, const char *dir
     return r;
 }
 
+/* Prints a command's output indented, so that a cmocka report inside it (a planted test binary's)
+ * is not read by tests/run.sh as this binary's own counts. */
+static inline void cmd_print(const char *title, const struct cmd_result *r) {
+    printf("---- %s: exit %d\n", title, r->code);
+    for (const char *p = r->out; *p;) {
+        const char *nl = strchr(p, '\n');
+        int n = nl ? (int)(nl - p) : (int)strlen(p);
+        printf("    %.*s\n", n, p);
+        p += n + (nl != NULL);
+    }
+}
+
 /* The whole of a small text file (NUL-terminated, owned), or NULL. */
 static inline char *cmd_slurp(const char *path) {
     FILE *f = fopen(path, "rb");

@@ -69,7 +69,7 @@ static struct cmd_result run_on(const char *dir) {
     const char *env[] = {"JEV_TEST_TIMEOUT=1", "JEV_TEST_KILL_AFTER=1", tdir, NULL};
     const char *argv[] = {"bash", "tests/run.sh", dir, NULL};
     struct cmd_result r = cmd_run(argv, NULL, env, -1, -1, 120);
-    printf("%s", r.out);
+    cmd_print(dir, &r);
     if (r.timed_out)
         fail_msg("tests/run.sh %s did not finish in 120 s (a planted binary hangs it)", dir);
     return r;
