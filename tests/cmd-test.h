@@ -49,8 +49,8 @@ static inline bool cmd_find(const char *name, char *out, size_t size) {
 
 /*
  * Runs argv[0] (a path, or a name looked up on $PATH) with argv in directory dir (NULL: here),
- * as uid/gid when uid >= 0 (only root can), extra environment "K=V" entries in env (NULL-ended,
- * may be NULL), for at most secs seconds.
+ * as uid/gid when uid >= 0 (only root can), environment changes in env (NULL-ended, may be NULL:
+ * "K=V" sets, a bare "K" removes), for at most secs seconds.
  */
 static inline struct cmd_result cmd_run(const char *const *argv, const char *dir, const char *const *env, int uid,
                                         int gid, double secs) {
@@ -72,7 +72,10 @@ static inline struct cmd_result cmd_run(const char *const *argv, const char *dir
         if (dir && chdir(dir) != 0)
             _exit(126);
         for (const char *const *e = env; e && *e; e++)
-            putenv((char *)(uintptr_t)*e);
+            if (strchr(*e, '='))
+                putenv((char *)(uintptr_t)*e);
+            else
+                unsetenv(*e);
         if (uid >= 0 && (setgroups(0, NULL) != 0 || setgid((gid_t)gid) != 0 || setuid((uid_t)uid) != 0)) {
             fprintf(stderr, "cmd_run: cannot become uid %d: %s\n", uid, strerror(errno));
             _exit(126);

@@ -68,6 +68,10 @@ static void script(char *path, size_t size, const char *name, const char *text) 
 
 /* ---- the Makefile ---- */
 
+/* The make that runs this test (make test) passes its flags and variables down through the
+ * environment; the makes started here must see only their own command line. */
+static const char *const clean_make_env[] = {"MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", NULL};
+
 static void test_setup_before_compiling(void **state) {
     (void)state;
     char mark[PATH_MAX + 16], setup_sh[PATH_MAX + 16], cc[PATH_MAX + 16], text[3 * PATH_MAX];
@@ -91,7 +95,7 @@ static void test_setup_before_compiling(void **state) {
     snprintf(v3, sizeof v3, "CC=%s", cc);
     /* setup named beside the objects, as `test: setup all` had it: -j2 starts both at once */
     const char *argv[] = {"make", "--no-print-directory", "-j2", v1, v2, v3, "setup", obj1, obj2, NULL};
-    struct cmd_result r = cmd_run(argv, root, NULL, -1, -1, 120);
+    struct cmd_result r = cmd_run(argv, root, clean_make_env, -1, -1, 120);
     if (r.code != 0)
         fail_msg("make -j2 setup %s %s (setup takes 1 s): exit %d:\n%s", obj1, obj2, r.code, r.out);
     free(r.out);
@@ -101,7 +105,7 @@ static void test_setup_before_compiling(void **state) {
     unlink(mark);
     unlink(obj1);
     const char *argv1[] = {"make", "--no-print-directory", "-j2", v1, v2, v3, obj1, NULL};
-    r = cmd_run(argv1, root, NULL, -1, -1, 120);
+    r = cmd_run(argv1, root, clean_make_env, -1, -1, 120);
     if (r.code != 0)
         fail_msg("make -j2 %s without setup run first: exit %d:\n%s", obj1, r.code, r.out);
     free(r.out);
@@ -121,7 +125,7 @@ static void test_setup_before_running(void **state) {
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const char *argv[] = {"make", "--no-print-directory", "-n", v1, v2, cases[i].target, NULL};
-        struct cmd_result r = cmd_run(argv, root, NULL, -1, -1, 120);
+        struct cmd_result r = cmd_run(argv, root, clean_make_env, -1, -1, 120);
         const char *set = strstr(r.out, "bash /nonexistent/planted-setup.sh");
         const char *own = strstr(r.out, cases[i].own);
         if (r.code != 0 || !set || !own || own < set)
