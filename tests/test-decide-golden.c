@@ -10,7 +10,11 @@
  * inputs must be the ones the golden was computed from (weights sha256, the
  * sha256 of every id list), so that a changed prompt or tokenizer reads as
  * such; then every probability of label mode (shared and independent) and
- * of text mode (sum and mean) within 1e-4 of the reference.
+ * of text mode (sum and mean) within 1e-6 of the reference. jev's largest
+ * deviation is 6.6e-8 (the values each case prints); 1e-6 leaves room for
+ * another BLAS kernel set's summation order and nothing more: a fork that
+ * did not copy a state moved these probabilities by only 1.4e-4, so the
+ * 1e-4 this test had before let faults of that kind through.
  *
  * The golden file comes from a machine with transformers; until it exists
  * this test fails, naming the command that makes it.
@@ -33,7 +37,7 @@
 #include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
 
 #define GOLDEN "tests/golden/decisions-tiny.json"
-#define TOL 1e-4
+#define TOL 1e-6
 
 static struct {
     char dir[1024];            /* the tiny model */
@@ -186,7 +190,9 @@ static void run_case(const char *name, const char *request, const char *image) {
         for (int32_t i = 0; i < r.n_questions; i++)
             worst = fmax(worst, max_delta(&res, i, json_object_get(json_array_get(gq, (size_t)i), modes[m].key)));
         printf("%s %s %s: max |p - p_ref| = %.3g\n", name, jev_decide_path_name(p.path), modes[m].key, worst);
-        assert_true(worst <= TOL);
+        if (worst > TOL)
+            fail_msg("%s %s %s: max |p - p_ref| = %.3g > %.3g", name, jev_decide_path_name(p.path), modes[m].key, worst,
+                     TOL);
         jev_decide_result_free(&res);
     }
     jev_request_free(&r);

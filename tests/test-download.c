@@ -4,8 +4,14 @@
  * the wanted files arrive byte-identical and the others do not; a dropped
  * connection leaves only a .part that the rerun resumes with a Range
  * request; a wrong lfs.sha256 fails naming the file and both hashes and
- * leaves no file; a missing repository is a 404 naming the URL. Plus the
- * listing parser's rules on names, sizes and hashes.
+ * leaves no file; a missing repository is a 404 naming the URL. The resume
+ * rules on a part already on disk (jev_download_run): longer than the listed
+ * file (dropped, fetched whole), exactly its size (verified without a
+ * request; a corrupt one is refused and deleted), a server that ignores the
+ * Range (the part is started over, not appended to), a 416 (the part is
+ * dropped and fetched once more), and a size unlike the listing's (refused
+ * naming both sizes, nothing kept). Plus the listing parser's rules on names,
+ * sizes and hashes.
  * The server binds port 0 on 127.0.0.1, reports its port through a file,
  * and exits by itself after 30 s if the test dies before killing it.
  */
@@ -254,6 +260,118 @@ static void test_404_and_usage(void **state) {
     assert_non_null(strstr(out, "bad repository id"));
 }
 
+/* ---- resume rules, through jev_download_run ---- */
+
+/* dir's .partial/model.safetensors.part with the first n bytes of the served file, the
+ * byte at `flip` inverted (flip < 0: none), then extra zero bytes. */
+static void seed_part(const char *dir, size_t n, long flip, size_t extra) {
+    char path[1400], src[1400];
+    snprintf(path, sizeof path, "%s/%s/.partial", g_base, dir);
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s/%s' && mkdir -p '%s'", g_base, dir, path);
+    assert_int_equal(system(cmd), 0);
+    snprintf(src, sizeof src, "%s/model.safetensors", g_root);
+    FILE *f = fopen(src, "rb");
+    assert_non_null(f);
+    unsigned char *b = calloc(1, n + extra);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, n, f), n);
+    fclose(f);
+    if (flip >= 0)
+        b[flip] ^= 0xff;
+    snprintf(path + strlen(path), sizeof path - strlen(path), "/model.safetensors.part");
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n + extra, f), n + extra);
+    assert_int_equal(fclose(f), 0);
+    free(b);
+}
+
+/* jev_download_run of org/tiny from hub h into g_base/dir; the status, the message in err. */
+static enum jev_status run_api(const struct hub *h, const char *dir, struct jev_error *err) {
+    char ep[64], out[1400];
+    snprintf(ep, sizeof ep, "http://127.0.0.1:%d/", h->port);
+    snprintf(out, sizeof out, "%s/%s", g_base, dir);
+    struct jev_download_opts o = {.repo = "org/tiny", .dir = out, .endpoint = ep};
+    jev_error_clear(err);
+    int n = 0;
+    enum jev_status st = jev_download_run(&o, &n, err);
+    printf("  %s: status %d, %d fetched%s%s\n", dir, st, n, st ? ": " : "", st ? err->msg : "");
+    return st;
+}
+
+static void test_resume_rules(void **state) {
+    (void)state;
+    struct hub h;
+    hub_start(&h, "normal", "resume");
+    struct jev_error err = {0};
+    /* longer than the listed file: not a prefix of it, dropped and fetched whole (no Range) */
+    seed_part("r1", BIG_SIZE, -1, 5);
+    assert_int_equal(run_api(&h, "r1", &err), JEV_OK);
+    assert_same_file("r1", "model.safetensors");
+    assert_int_equal(count_lines(h.log, "/blobs/model.safetensors range=bytes="), 0);
+    assert_int_equal(count_lines(h.log, "/blobs/model.safetensors range=-"), 1);
+    /* exactly the listed size and right: verified and renamed without a request */
+    seed_part("r2", BIG_SIZE, -1, 0);
+    assert_int_equal(run_api(&h, "r2", &err), JEV_OK);
+    assert_same_file("r2", "model.safetensors");
+    assert_int_equal(count_lines(h.log, "/blobs/model.safetensors"), 1); /* still only r1's */
+    assert_false(exists("r2", ".partial"));
+    /* the listed size but a corrupt byte: the sha256 refuses it, and the part is deleted so that
+     * the next run fetches it instead of trusting it again */
+    seed_part("r3", BIG_SIZE, 4242, 0);
+    assert_int_equal(run_api(&h, "r3", &err), JEV_ERR_FORMAT);
+    assert_non_null(strstr(err.msg, "model.safetensors: sha256 mismatch"));
+    assert_false(exists("r3", "model.safetensors"));
+    assert_false(exists("r3", ".partial/model.safetensors.part"));
+    assert_int_equal(run_api(&h, "r3", &err), JEV_OK);
+    assert_same_file("r3", "model.safetensors");
+    hub_stop(&h);
+}
+
+static void test_server_ignores_range(void **state) {
+    (void)state;
+    struct hub h;
+    hub_start(&h, "norange", "norange");
+    struct jev_error err = {0};
+    /* a correct half: the request asks for the rest, the server sends all of it with 200, and
+     * the part is started over instead of appended to (which would double the first half) */
+    seed_part("r4", BIG_SIZE / 2, -1, 0);
+    assert_int_equal(run_api(&h, "r4", &err), JEV_OK);
+    char want[64];
+    snprintf(want, sizeof want, "/blobs/model.safetensors range=bytes=%d-", BIG_SIZE / 2);
+    assert_int_equal(count_lines(h.log, want), 1);
+    assert_same_file("r4", "model.safetensors");
+    hub_stop(&h);
+}
+
+static void test_size_mismatch(void **state) {
+    (void)state;
+    struct hub h;
+    hub_start(&h, "badsize", "badsize");
+    struct jev_error err = {0};
+    char want[200];
+    snprintf(want, sizeof want, "model.safetensors: got %d bytes, the listing says %d", BIG_SIZE, BIG_SIZE + 10);
+    /* fetched whole, 10 bytes short of the listing: refused naming both sizes, nothing kept */
+    seed_part("r5", 0, -1, 0);
+    assert_int_equal(run_api(&h, "r5", &err), JEV_ERR_FORMAT);
+    if (!strstr(err.msg, want))
+        fail_msg("no '%s' in: %s", want, err.msg);
+    assert_false(exists("r5", "model.safetensors"));
+    assert_false(exists("r5", ".partial/model.safetensors.part"));
+    /* a part as long as the real file: the server answers its Range with 416, the part is
+     * dropped and fetched once more from the start (then refused as above) */
+    seed_part("r6", BIG_SIZE, -1, 0);
+    assert_int_equal(run_api(&h, "r6", &err), JEV_ERR_FORMAT);
+    if (!strstr(err.msg, want))
+        fail_msg("no '%s' in: %s", want, err.msg);
+    snprintf(want, sizeof want, "/blobs/model.safetensors range=bytes=%d-", BIG_SIZE);
+    assert_int_equal(count_lines(h.log, want), 1);
+    assert_int_equal(count_lines(h.log, "/blobs/model.safetensors range=-"), 2); /* r5's and r6's restart */
+    assert_false(exists("r6", ".partial/model.safetensors.part"));
+    hub_stop(&h);
+}
+
 /* ---- listing parser ---- */
 
 static enum jev_status parse(const char *json, struct jev_download_listing *l, struct jev_error *err) {
@@ -320,9 +438,14 @@ static void test_listing(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_listing),           cmocka_unit_test(test_download_and_rerun),
-        cmocka_unit_test(test_resume_after_drop), cmocka_unit_test(test_sha_mismatch),
+        cmocka_unit_test(test_listing),
+        cmocka_unit_test(test_download_and_rerun),
+        cmocka_unit_test(test_resume_after_drop),
+        cmocka_unit_test(test_sha_mismatch),
         cmocka_unit_test(test_404_and_usage),
+        cmocka_unit_test(test_resume_rules),
+        cmocka_unit_test(test_server_ignores_range),
+        cmocka_unit_test(test_size_mismatch),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -67,7 +67,7 @@ static pid_t nginx_pid;
 static int replica_port[N_REPLICAS];
 static char replica_rid[N_REPLICAS][16]; /* "req_" + the replica's 8 hex digits */
 static int nginx_port;
-static char prefix[1024]; /* nginx's prefix: nginx.conf, logs/, temp/ */
+static char prefix[1024]; /* nginx's prefix: nginx.conf, its logs and temp folders (jev.conf's relative paths) */
 
 /* ---- small helpers ---- */
 
@@ -230,9 +230,10 @@ static bool starts_with(const char *s, const char *p) { return strncmp(s, p, str
 
 /*
  * prefix/nginx.conf from deploy/nginx/jev.conf: only the lines that name the machine change
- * (user, pid, error_log, access_log, listen, the upstream's server lines; temp paths added
- * under http). Each must be found, so that a change of the file cannot quietly leave the
- * test running something else. Comment lines pass unchanged.
+ * (user, listen, the upstream's server lines). The pid file, logs and temp folders are relative
+ * paths in jev.conf, so nginx puts them under the prefix as written. Each rewritten line must
+ * be found, so that a change of the file cannot quietly leave the test running something else.
+ * Comment lines pass unchanged.
  */
 static void write_conf(void) {
     const char *root = getenv("JEV_ROOT");
@@ -245,7 +246,7 @@ static void write_conf(void) {
     FILE *out = fopen(dst, "w");
     assert_non_null(out);
     char line[1024];
-    int n_user = 0, n_pid = 0, n_err = 0, n_acc = 0, n_listen = 0, n_server = 0, n_http = 0;
+    int n_user = 0, n_listen = 0, n_server = 0;
     bool in_upstream = false;
     while (fgets(line, sizeof line, in)) {
         const char *t = line + strspn(line, " \t");
@@ -261,15 +262,6 @@ static void write_conf(void) {
                 struct group *gr = getgrgid(getegid());
                 fprintf(out, "user %s %s;\n", pw ? pw->pw_name : "root", gr ? gr->gr_name : "root");
             }
-        } else if (starts_with(t, "pid ")) {
-            n_pid++;
-            fprintf(out, "pid %s/nginx.pid;\n", prefix);
-        } else if (starts_with(t, "error_log ")) {
-            n_err++;
-            fprintf(out, "%*serror_log %s/logs/error.log warn;\n", ind, "", prefix);
-        } else if (starts_with(t, "access_log /")) {
-            n_acc++;
-            fprintf(out, "%*saccess_log %s/logs/access.log jev;\n", ind, "", prefix);
         } else if (starts_with(t, "listen ")) {
             n_listen++;
             fprintf(out, "%*slisten 127.0.0.1:%d;\n", ind, "", nginx_port);
@@ -287,24 +279,16 @@ static void write_conf(void) {
                 for (int i = 0; i < N_REPLICAS; i++)
                     fprintf(out, "%*sserver 127.0.0.1:%d%s", ind, "", replica_port[i], params);
             }
-        } else if (!strcmp(t, "http {\n")) {
-            n_http++;
-            fputs(line, out);
-            fprintf(out,
-                    "    client_body_temp_path %s/temp/body;\n    proxy_temp_path %s/temp/proxy;\n"
-                    "    fastcgi_temp_path %s/temp/fastcgi;\n    uwsgi_temp_path %s/temp/uwsgi;\n"
-                    "    scgi_temp_path %s/temp/scgi;\n",
-                    prefix, prefix, prefix, prefix, prefix);
         } else {
             fputs(line, out);
         }
     }
     fclose(in);
     assert_int_equal(fclose(out), 0);
-    if (n_user != 1 || n_pid != 1 || n_err != 1 || n_acc != 1 || n_listen != 1 || n_server < 1 || n_http != 1)
-        fail_msg("%s no longer has the lines this test rewrites (user %d, pid %d, error_log %d, access_log %d, "
-                 "listen %d, upstream server %d, http { %d): update write_conf in tests/test-scale.c",
-                 src, n_user, n_pid, n_err, n_acc, n_listen, n_server, n_http);
+    if (n_user != 1 || n_listen != 1 || n_server < 1)
+        fail_msg("%s no longer has the lines this test rewrites (user %d, listen %d, upstream server %d): update "
+                 "write_conf in tests/test-scale.c",
+                 src, n_user, n_listen, n_server);
 }
 
 /* nginx in the foreground as a child (own process group), until it answers /health. */
@@ -313,14 +297,14 @@ static void start_nginx(void) {
     for (int attempt = 0;; attempt++) {
         nginx_port = free_port();
         write_conf();
-        snprintf(path, sizeof path, "%s/logs/error.log", prefix);
+        snprintf(path, sizeof path, "%s/jev-error.log", prefix);
         unlink(path);
-        snprintf(path, sizeof path, "%s/logs/access.log", prefix);
+        snprintf(path, sizeof path, "%s/jev-access.log", prefix);
         unlink(path);
         char conf[1100], elog[1100], out[1100];
         snprintf(conf, sizeof conf, "%s/nginx.conf", prefix);
-        snprintf(elog, sizeof elog, "%s/logs/error.log", prefix);
-        snprintf(out, sizeof out, "%s/logs/nginx.out", prefix);
+        snprintf(elog, sizeof elog, "%s/jev-error.log", prefix);
+        snprintf(out, sizeof out, "%s/nginx.out", prefix);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -383,11 +367,6 @@ static void start_cluster(const char *name) {
     if (!realpath(rel, abs) || strlen(abs) >= sizeof prefix)
         fail_msg("%s: %s", rel, strerror(errno));
     memcpy(prefix, abs, strlen(abs) + 1);
-    char d[1100];
-    snprintf(d, sizeof d, "%s/logs", prefix);
-    mkdir(d, 0755);
-    snprintf(d, sizeof d, "%s/temp", prefix);
-    mkdir(d, 0755);
     for (int i = 0; i < N_REPLICAS; i++)
         start_replica(i);
     assert_string_not_equal(replica_rid[0], replica_rid[1]); /* 1 in 2^32 to collide */
@@ -576,7 +555,7 @@ static void test_replica_killed_mid_load(void **state) {
     nginx_pid = 0;
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     char path[1100];
-    snprintf(path, sizeof path, "%s/logs/access.log", prefix);
+    snprintf(path, sizeof path, "%s/jev-access.log", prefix);
     char *log = slurp(path, NULL);
     assert_non_null(log);
     char dead[64], live[64], retried[160];

@@ -17,7 +17,11 @@
 # binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a faulting op)
 # Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
 # PEER_RECORD (the transformers GPU f32 record to set beside jev; default the committed run 3),
-# MODEL (a model directory to use instead of synthesizing one).
+# MODEL (a model directory to use instead of synthesizing one), AGREE_TOL (1e-4: the largest
+# CPU-vs-CUDA probability difference agree accepts; measured 4.1e-6), CUDA_HOME (/usr/local/cuda).
+# Exit status: every step runs, even after one fails; the script exits 1 when any step failed
+# (a parity test, a sanitizer report, a disagreement, a failed command), naming it in log.txt,
+# else 0. tests/test-plumbing.c runs the steps that need no GPU on planted binaries.
 # Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, report.md,
 # report.svg, compare.txt, log.txt.
 set -euo pipefail
@@ -60,23 +64,26 @@ step_unpack() {
     fi
 }
 
-# every parity binary; a failure is reported and the later steps still run
+# every parity binary (each runs even after one fails); fails when any failed or none is there
 step_tests() {
     : > "$OUT/tests.txt"
-    local t rc all=0
+    local t rc all=0 n=0
     for t in "$BIN"/test-cuda-*; do
+        [ -x "$t" ] || continue
+        n=$((n + 1))
         rc=0
         (cd "$PWD" && CMOCKA_TEST_ABORT=1 LD_LIBRARY_PATH=$BIN "$t") >> "$OUT/tests.txt" 2>&1 || rc=$?
         log "${t##*/}: exit $rc"
         [ $rc -eq 0 ] || all=1
     done
     grep -E '^\[  (PASSED|FAILED)  \]|ERROR|FAILED' "$OUT/tests.txt" | tee -a "$OUT/log.txt" || true
-    return 0
+    [ $n -gt 0 ] || die "no parity binaries in $BIN (unpack first)"
+    return $all
 }
 
 # the parity binaries under compute-sanitizer (memcheck, then racecheck): slow, run when time allows
 step_sanitize() {
-    local cs=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer t tool
+    local cs=${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer t tool rc all=0
     [ -x "$cs" ] || die "$cs: not found"
     : > "$OUT/sanitize.txt"
     for tool in memcheck racecheck; do
@@ -84,21 +91,27 @@ step_sanitize() {
             # test-cuda-fault plants an illegal address on purpose: memcheck would report it
             [ "${t##*/}" = test-cuda-fault ] && continue
             log "compute-sanitizer --tool $tool ${t##*/}"
-            LD_LIBRARY_PATH=$BIN "$cs" --tool "$tool" --error-exitcode 9 "$t" > "$WORK/san.log" 2>&1 || true
-            grep -E '=========|PASSED|FAILED' "$WORK/san.log" | tail -8 | sed "s|^|${t##*/} $tool: |" >> "$OUT/sanitize.txt"
+            rc=0
+            LD_LIBRARY_PATH=$BIN "$cs" --tool "$tool" --error-exitcode 9 "$t" > "$WORK/san.log" 2>&1 || rc=$?
+            { grep -E '=========|PASSED|FAILED' "$WORK/san.log" || true; } | tail -8 | sed "s|^|${t##*/} $tool: |" \
+                >> "$OUT/sanitize.txt"
+            [ $rc -eq 0 ] || { log "${t##*/} under $tool: exit $rc"; all=1; }
         done
     done
     tee -a "$OUT/log.txt" < "$OUT/sanitize.txt"
+    return $all
 }
 
 # the same 8 questions through the CPU and the CUDA engine: the largest probability difference
+# (fails over AGREE_TOL or on a different answer), then jev verify on the GPU (fails as it does)
 step_agree() {
-    local q=(--model "$MODEL" --workload bench/dog-workload.json --decisions 8 --json)
+    local q=(--model "$MODEL" --workload bench/dog-workload.json --decisions 8 --json) rc=0
     "$JEV" decide "${q[@]}" --backend cpu > "$WORK/cpu.json"
     "$JEV" decide "${q[@]}" --backend cuda > "$WORK/cuda.json"
-    python3 - "$WORK/cpu.json" "$WORK/cuda.json" <<'PY' | tee "$OUT/agree.txt" | tee -a "$OUT/log.txt"
+    python3 - "$WORK/cpu.json" "$WORK/cuda.json" "${AGREE_TOL:-1e-4}" > "$OUT/agree.txt" <<'PY' || rc=1
 import json, sys
 a, b = (json.load(open(p))["answers"] for p in sys.argv[1:3])
+tol = float(sys.argv[3])
 worst, same = 0.0, True
 for k, x in a.items():
     y = b[k]
@@ -109,10 +122,15 @@ for k, x in a.items():
             worst = max(worst, abs(x[key] - y[key]))
     same = same and x.get("choice", x.get("noul")) == y.get("choice", y.get("noul"))
 print(f"cpu vs cuda, 8 questions: max probability delta {worst:.3g}, same answers: {same}")
+if not same or not worst <= tol:
+    print(f"agree: FAILED (tolerance {tol:g})")
+    sys.exit(1)
 PY
+    tee -a "$OUT/log.txt" < "$OUT/agree.txt"
     # multi-token scoring against plain full-vocabulary forwards, both on the GPU
-    "$JEV" verify --model "$MODEL" --backend cuda --output "$WORK/verify.json" 2>&1 | tail -2 | tee -a "$OUT/agree.txt" \
-        | tee -a "$OUT/log.txt" || true
+    "$JEV" verify --model "$MODEL" --backend cuda --output "$WORK/verify.json" > "$WORK/verify.txt" 2>&1 || rc=1
+    tail -2 "$WORK/verify.txt" | tee -a "$OUT/agree.txt" | tee -a "$OUT/log.txt"
+    return $rc
 }
 
 step_profile() {
@@ -125,9 +143,11 @@ step_bench() {
     "$JEV" bench --model "$MODEL" --backend cuda --counts $COUNTS --repeats "$REPEATS" \
         --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda.json" 2>&1 | tail -20 | tee -a "$OUT/log.txt"
     if [ -f "$PEER_RECORD" ]; then
+        local rc=0
         python3 bench/peers/transformers.py --record "$PEER_RECORD" --compare-with "$OUT/jev-cuda.json" \
-            > "$OUT/compare.txt" 2>&1 || true
+            > "$OUT/compare.txt" 2>&1 || rc=$?
         tee -a "$OUT/log.txt" < "$OUT/compare.txt"
+        return $rc
     fi
 }
 
@@ -140,7 +160,21 @@ step_report() {
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 for s in "$@"; do
     case $s in
-    pack | unpack | tests | sanitize | agree | profile | bench | report) log "step $s"; "step_$s" ;;
+    pack | unpack | tests | sanitize | agree | profile | bench | report) ;;
     *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench report)" ;;
     esac
 done
+# Each step in a subshell with errexit on: its first failing command ends that step only (a
+# function called as `f || ...` would run with errexit off, hence the subshell's status is read
+# with errexit off around it instead). The exit status is the OR of the steps'.
+failed=""
+for s in "$@"; do
+    log "step $s"
+    set +e
+    (set -e; "step_$s")
+    rc=$?
+    set -e
+    [ $rc -eq 0 ] || { failed="$failed $s"; log "step $s FAILED (exit $rc)"; }
+done
+[ -z "$failed" ] || { log "failed steps:$failed"; exit 1; }
+log "every step passed: $*"

@@ -5,7 +5,7 @@
  * tests/test-ops.c checks against the scalar forms) and on the CUDA backend
  * over the same inputs, downloads the result and compares with NMSE, as
  * tests/test-ops.c does. These binaries are built with `make CUDA=1
- * cuda-tests` and run on the GPU machine (scripts/device/cuda-test.sh): CI has
+ * cuda-tests` and run on the GPU machine (scripts/device/cuda-check.sh): CI has
  * no GPU, so they are not part of `make test`.
  *
  * Header-only on purpose: each test binary is one translation unit.

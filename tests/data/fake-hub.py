@@ -8,7 +8,9 @@ Standard library only. Serves one repository (--repo) from the flat directory --
   GET /blobs/FILE                                  the bytes, honouring "Range: bytes=N-" with 206
 Anything else is 404. Modes (--mode): normal; drop (the first /blobs/ request for a file over
 64 KiB sends the full Content-Length, half the bytes, then closes the connection; once);
-badsha (the listing's lfs.sha256 is wrong for files over 64 KiB). Every request is appended to --log as
+badsha (the listing's lfs.sha256 is wrong for files over 64 KiB); badsize (the listing's sizes of
+files over 64 KiB are 10 bytes too large); norange (Range is ignored: always 200 and the whole file,
+as some servers do). Every request is appended to --log as
 "PATH range=VALUE". Binds 127.0.0.1 port 0 and writes the port to --port-file. Stops by itself
 after --lifetime seconds (the test also kills it).
 Not a real hub: no auth, no revisions, no nested paths.
@@ -39,6 +41,9 @@ def listing():
                 sha = hashlib.sha256(f.read()).hexdigest()
             if args.mode == "badsha" and size > 65536:
                 sha = hashlib.sha256(b"not the file").hexdigest()
+            if args.mode == "badsize" and size > 65536:
+                size += 10
+                entry["size"] = size
             entry["lfs"] = {"sha256": sha, "size": size}
         sib.append(entry)
     return json.dumps({"id": args.repo, "sha": "0" * 40, "siblings": sib}).encode()
@@ -82,7 +87,7 @@ class Handler(BaseHTTPRequestHandler):
                 with open(full, "rb") as f:
                     data = f.read()
                 start = 0
-                if rng and rng.startswith("bytes=") and rng.endswith("-"):
+                if rng and rng.startswith("bytes=") and rng.endswith("-") and args.mode != "norange":
                     start = int(rng[6:-1])
                     if start >= len(data):
                         return self.send_bytes(416, b"range not satisfiable", "text/plain")
@@ -112,7 +117,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--root", required=True)
     p.add_argument("--repo", required=True)
-    p.add_argument("--mode", default="normal", choices=["normal", "drop", "badsha"])
+    p.add_argument("--mode", default="normal", choices=["normal", "drop", "badsha", "badsize", "norange"])
     p.add_argument("--log", required=True)
     p.add_argument("--port-file", required=True)
     p.add_argument("--lifetime", type=float, default=60.0)
