@@ -279,7 +279,7 @@ static void test_whole_files(void **state) {
     expect("not an object", JEV_ERR_FORMAT, (const char *const[]){"config.json", "not a JSON object", NULL});
     put("config.json", "{\"model_type\": \"qwen3_5\", \"model_type\": \"qwen3_5_text\"}");
     expect("a key twice", JEV_ERR_FORMAT, (const char *const[]){"config.json", "duplicate", "model_type"});
-    /* over the size limit: refused before it is parsed */
+    /* over the size limit: refused before it is parsed, as a size limit hit (jev.h: JEV_ERR_NOMEM) */
     size_t big = JEV_CONFIG_MAX_BYTES + 1;
     char *text = malloc(big + 1);
     assert_non_null(text);
@@ -289,7 +289,7 @@ static void test_whole_files(void **state) {
     text[big] = '\0';
     put("config.json", text);
     free(text);
-    expect("over the size limit", JEV_ERR_FORMAT, (const char *const[]){"config.json", "limit", NULL});
+    expect("over the size limit", JEV_ERR_NOMEM, (const char *const[]){"config.json", "limit", NULL});
 
     /* generation_config.json next to a good config.json */
     json_t *doc = json_load_file("configs/tiny.json", 0, NULL);
