@@ -408,29 +408,24 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.threads = jev_pool_size(b->engine->pool);
     env.backend = b->engine->ops->name;
     env.gpu_memory_bytes = JEV_BENCH_NONE;
-#ifdef JEV_HAVE_CUDA
-    char gpu_name[256], gpu_driver[64];
-    if (!b->engine->ops->host_memory) {
-        jev_cuda_backend_info(b->engine->be, gpu_name, sizeof gpu_name, gpu_driver, sizeof gpu_driver,
-                              &env.gpu_memory_bytes);
-        env.gpu_name = gpu_name;
+    struct jev_backend_info info; /* a device backend's name, memory, driver and libraries (registry.h) */
+    jev_engine_describe(b->engine, &info);
+    if (info.device[0]) {
+        env.gpu_name = info.device;
+        env.gpu_memory_bytes = info.memory_bytes;
     }
-#endif
     env.cpu_cores = JEV_BENCH_NONE;
     jev_bench_env_detect(&env, &host); /* the kernel module's driver version, when there is one */
-#ifdef JEV_HAVE_CUDA
-    char cuda_rt[32], cublas[32];
     if (env.gpu_name != NULL) {
-        if (env.gpu_driver == NULL && gpu_driver[0])
-            env.gpu_driver = gpu_driver;
-        jev_cuda_versions(b->engine->be, cuda_rt, sizeof cuda_rt, cublas, sizeof cublas);
-        host.lib_names[host.n_libs] = "cuda runtime";
-        host.lib_versions[host.n_libs++] = cuda_rt;
-        host.lib_names[host.n_libs] = "cublas";
-        host.lib_versions[host.n_libs++] = cublas;
+        if (env.gpu_driver == NULL && info.driver[0])
+            env.gpu_driver = info.driver;
+        const int32_t room = (int32_t)(sizeof host.lib_names / sizeof host.lib_names[0]);
+        for (int32_t i = 0; i < info.n_libs && host.n_libs < room; i++) {
+            host.lib_names[host.n_libs] = info.lib_names[i];
+            host.lib_versions[host.n_libs++] = info.lib_versions[i];
+        }
         env.n_libraries = host.n_libs;
     }
-#endif
     struct jev_bench_settings set = {.n_counts = o->n_counts,
                                      .counts = o->counts,
                                      .repeats = o->repeats,

@@ -25,29 +25,6 @@ struct jev_model_params jev_model_default_params(void) {
     return p;
 }
 
-enum jev_status jev_backend_parse(const char *name, int32_t *backend, int32_t *device, struct jev_error *err) {
-    *backend = JEV_BACKEND_CPU;
-    *device = 0;
-    if (!name || !strcmp(name, "cpu"))
-        return JEV_OK;
-    if (strncmp(name, "cuda", 4) != 0 || (name[4] != '\0' && name[4] != ':'))
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "backend \"%s\": expected cpu, cuda or cuda:N", name);
-    if (name[4] == ':') {
-        char *end = NULL;
-        long d = strtol(name + 5, &end, 10);
-        if (name[5] < '0' || name[5] > '9' || *end != '\0' || d < 0 || d > 255) /* digits only: no sign, no space */
-            return jev_fail(err, JEV_ERR_INVALID_ARG, "backend \"%s\": the device is a number 0..255", name);
-        *device = (int32_t)d;
-    }
-#ifdef JEV_HAVE_CUDA
-    *backend = JEV_BACKEND_CUDA;
-    return JEV_OK;
-#else
-    return jev_fail(err, JEV_ERR_UNSUPPORTED, "backend \"%s\": this build has no CUDA backend (build with make CUDA=1)",
-                    name);
-#endif
-}
-
 /*
  * Loads in the order that gives the most useful first error: config (cheap,
  * explains sizes), tensors (opens and validates the files), layout (from the
@@ -64,7 +41,7 @@ enum jev_status jev_model_open(const char *dir, const struct jev_model_params *p
     if (!m)
         return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", dir);
     m->params = params ? *params : jev_model_default_params();
-    enum jev_status bs = jev_backend_parse(m->params.backend, &m->backend, &m->device, err);
+    enum jev_status bs = jev_backend_parse(m->params.backend, &m->backend, &m->device, err); /* backend/registry.h */
     m->params.backend = NULL; /* the caller's string is not kept */
     if (bs != JEV_OK) {
         free(m);

@@ -12,31 +12,26 @@
 #ifndef JEV_MODEL_MODEL_H
 #define JEV_MODEL_MODEL_H
 
-#include "base/arena.h"      // defines: struct jev_arena
-#include "base/error.h"      // defines: struct jev_error
-#include "base/sha256.h"     // defines: JEV_SHA256_HEX
-#include "model/model-dir.h" // defines: enum jev_layout
-#include "io/safetensors.h"  // defines: struct jev_st_set
-#include "jev.h"             // defines: struct jev_model_params
-#include "model/config.h"    // defines: struct jev_config
-#include "model/weights.h"   // defines: struct jev_weights
-
-enum { JEV_BACKEND_CPU = 0, JEV_BACKEND_CUDA = 1 };
-
-/* "cpu", "cuda" or "cuda:N" (NULL = "cpu") -> backend and device; a name this build cannot run
- * (CUDA without `make CUDA=1`) is JEV_ERR_UNSUPPORTED, anything else JEV_ERR_INVALID_ARG. */
-enum jev_status jev_backend_parse(const char *name, int32_t *backend, int32_t *device, struct jev_error *err);
+#include "backend/registry.h" // defines: struct jev_backend_reg
+#include "base/arena.h"       // defines: struct jev_arena
+#include "base/error.h"       // defines: struct jev_error
+#include "base/sha256.h"      // defines: JEV_SHA256_HEX
+#include "model/model-dir.h"  // defines: enum jev_layout
+#include "io/safetensors.h"   // defines: struct jev_st_set
+#include "jev.h"              // defines: struct jev_model_params
+#include "model/config.h"     // defines: struct jev_config
+#include "model/weights.h"    // defines: struct jev_weights
 
 struct jev_model {
-    char *dir;                      /* the model directory as given (owned) */
-    struct jev_model_params params; /* as passed to load (backend string not kept: NULL) */
-    int32_t backend;                /* JEV_BACKEND_CPU or JEV_BACKEND_CUDA, from params.backend */
-    int32_t device;                 /* CUDA device ordinal ("cuda:N"; 0 for "cuda") */
-    enum jev_layout layout;         /* HF or MLX names, detected from the tensor names */
-    struct jev_config config;       /* hyperparameters from config.json (+ generation_config.json) */
-    struct jev_weights weights;     /* layout-independent weight tables */
-    struct jev_st_set tensors;      /* the mapped safetensors file(s) */
-    struct jev_arena vectors;       /* owned f32 vectors and per-layer tables, sized before loading */
+    char *dir;                             /* the model directory as given (owned) */
+    struct jev_model_params params;        /* as passed to load (backend string not kept: NULL) */
+    const struct jev_backend_reg *backend; /* the registry's entry for params.backend (jev_backend_parse) */
+    int32_t device;                        /* its device ordinal ("cuda:N"; 0 for "cuda" and "cpu") */
+    enum jev_layout layout;                /* HF or MLX names, detected from the tensor names */
+    struct jev_config config;              /* hyperparameters from config.json (+ generation_config.json) */
+    struct jev_weights weights;            /* layout-independent weight tables */
+    struct jev_st_set tensors;             /* the mapped safetensors file(s) */
+    struct jev_arena vectors;              /* owned f32 vectors and per-layer tables, sized before loading */
     /* TOKENIZER-HOOK: the tokenizer (src/text/tokenizer.c) gets its field here. */
 };
 
