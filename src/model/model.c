@@ -4,9 +4,9 @@
  *
  * Order: config.json (+ generation_config.json) -> open the tensor set ->
  * detect the layout from names -> size the vector arena from the config ->
- * map every weight (checks presence, dtype class and shape) -> tokenizer
- * (TOKENIZER-HOOK). Any failure frees what was built and names the file,
- * tensor or field.
+ * map every weight (checks presence, dtype class and shape). Any failure
+ * frees what was built and names the file, tensor or field. The tokenizer
+ * is the model's too, loaded on first use (jev_model_tokenizer).
  */
 #include "model/model.h" // defines: struct jev_model
 
@@ -26,6 +26,24 @@ struct jev_model_params jev_model_default_params(void) {
 }
 
 /*
+ * Loaded once per model, on first use, under the model's lock: the deciders of several engines (a
+ * server's, or tests') may ask at the same time, and all of them get the one object.
+ */
+enum jev_status jev_model_tokenizer(struct jev_model *m, const struct jev_tokenizer **out, struct jev_error *err) {
+    *out = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", m->dir) >= (int)sizeof path)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "%s: the model directory's path is too long", m->dir);
+    enum jev_status st = JEV_OK;
+    pthread_mutex_lock(&m->tokenizer_lock);
+    if (!m->tokenizer)
+        st = jev_tokenizer_load(path, &m->tokenizer, err);
+    *out = m->tokenizer;
+    pthread_mutex_unlock(&m->tokenizer_lock);
+    return st;
+}
+
+/*
  * Loads in the order that gives the most useful first error: config (cheap,
  * explains sizes), tensors (opens and validates the files), layout (from the
  * names), then the weights against the config. The arena is sized from the
@@ -40,11 +58,12 @@ enum jev_status jev_model_open(const char *dir, const struct jev_model_params *p
     struct jev_model *m = calloc(1, sizeof *m);
     if (!m)
         return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", dir);
+    pthread_mutex_init(&m->tokenizer_lock, NULL); /* first, so that jev_model_free may always destroy it */
     m->params = params ? *params : jev_model_default_params();
     enum jev_status bs = jev_backend_parse(m->params.backend, &m->backend, &m->device, err); /* backend/registry.h */
     m->params.backend = NULL; /* the caller's string is not kept */
     if (bs != JEV_OK) {
-        free(m);
+        jev_model_free(m);
         return bs;
     }
     struct jev_quant_overrides q = {0};
@@ -65,7 +84,6 @@ enum jev_status jev_model_open(const char *dir, const struct jev_model_params *p
         goto fail;
     if ((st = jev_weights_map(&m->tensors, m->layout, &m->config, &q, &m->vectors, &m->weights, err)) != JEV_OK)
         goto fail;
-    /* TOKENIZER-HOOK: load DIR/tokenizer.json (+ tokenizer_config.json) here, once the tokenizer lands. */
     jev_quant_overrides_free(&q);
     *out = m;
     return JEV_OK;
@@ -92,6 +110,8 @@ enum jev_status jev_model_load(const char *dir, const struct jev_model_params *p
 void jev_model_free(struct jev_model *m) {
     if (!m)
         return;
+    jev_tokenizer_free(m->tokenizer);
+    pthread_mutex_destroy(&m->tokenizer_lock);
     jev_arena_free(&m->vectors);
     jev_st_set_close(&m->tensors);
     free(m->dir);
