@@ -4,7 +4,9 @@
  * the --json response (exactly the request's ids, the model's name), the
  * inputs dump, generate_json's exit status agreeing with its body, the
  * verification record, a short benchmark whose record the schema's
- * validator accepts, and every usage error exiting with status 2.
+ * validator accepts, and every usage error exiting with status 2. Each
+ * command opens one engine, sized before it is built (-v reports the sizes and
+ * the engines and weight mirrors the process made).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "backend/registry.h"    // defines: jev_backend_find
 #include "common/bench/schema.h" // defines: jev_bench_load_file
 
 static char g_dir[512];   /* $JEV_TEST_DIR/cli-decide */
@@ -115,6 +118,28 @@ static void test_decide(void **state) {
     json_decref(g);
 }
 
+/* One engine per command, built once with the planned sizes: 100 questions in one batch need 100
+ * forked sequences, more than the default engine's 64, and the plan comes from the model's own
+ * tokenizer before any engine exists (a default engine to plan with, then a second of the right
+ * size, was two engines and two weight mirrors: on CUDA two device copies of the weights). */
+static void test_decide_one_engine(void **state) {
+    (void)state;
+    static char out[65536];
+    char args[2000];
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 100 --batch all -v 2>&1 >/dev/null",
+             g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    if (!strstr(out, "jev decide: engine: cpu backend") || !strstr(out, "max_batch 100, max_tokens 8192"))
+        fail_msg("no engine line with the planned sizes:\n%s", out);
+    if (!strstr(out, "jev decide: engines made 1, weight mirrors made 1"))
+        fail_msg("not one engine and one weights mirror:\n%s", out);
+    /* a request that fits the defaults gets the defaults, still one engine */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 3 -v 2>&1 >/dev/null", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "max_batch 64, max_tokens 8192"));
+    assert_non_null(strstr(out, "engines made 1, weight mirrors made 1"));
+}
+
 static void test_decide_errors(void **state) {
     (void)state;
     static char out[16384];
@@ -147,9 +172,10 @@ static void test_verify(void **state) {
     static char out[16384];
     char args[2000], path[700];
     snprintf(path, sizeof path, "%s/verification.json", g_dir);
-    snprintf(args, sizeof args, "verify --model %s --output %s", g_model, path);
+    snprintf(args, sizeof args, "verify --model %s --output %s -v", g_model, path);
     assert_int_equal(jev(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "-> PASS"));
+    assert_non_null(strstr(out, "jev verify: engines made 1, weight mirrors made 1"));
     json_error_t je;
     json_t *v = json_load_file(path, 0, &je);
     assert_non_null(v);
@@ -165,9 +191,11 @@ static void test_bench(void **state) {
     static char out[65536];
     char args[2000], path[700];
     snprintf(path, sizeof path, "%s/bench.json", g_dir);
-    snprintf(args, sizeof args, "bench --model %s --workload %s --counts 1 3 --repeats 1 --output %s --synthetic yes",
-             g_model, g_work, path);
+    snprintf(args, sizeof args,
+             "bench --model %s --workload %s --counts 1 3 --repeats 1 --output %s --synthetic yes -v", g_model, g_work,
+             path);
     assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "jev bench: engines made 1, weight mirrors made 1"));
     assert_non_null(strstr(out, "6 samples"));
     assert_non_null(strstr(out, "generate_json"));
     assert_non_null(strstr(out, "argmax agreement 100.0%"));
@@ -182,10 +210,10 @@ static void test_bench(void **state) {
     assert_int_equal(jev(args, out, sizeof out), 2);
     /* a backend this build cannot run, or no backend at all: refused at model load, by name */
     snprintf(args, sizeof args, "bench --model %s --backend cuda --counts 1 --repeats 1", g_model);
-#ifndef JEV_HAVE_CUDA /* (a CUDA build would run it where there is a device) */
-    assert_int_equal(jev(args, out, sizeof out), 1);
-    assert_non_null(strstr(out, "make CUDA=1"));
-#endif
+    if (!jev_backend_find("cuda")) { /* (a CUDA build would run it where there is a device) */
+        assert_int_equal(jev(args, out, sizeof out), 1);
+        assert_non_null(strstr(out, "make CUDA=1"));
+    }
     snprintf(args, sizeof args, "bench --model %s --backend tpu --counts 1 --repeats 1", g_model);
     assert_int_equal(jev(args, out, sizeof out), 1);
     assert_non_null(strstr(out, "expected cpu, cuda or cuda:N"));
@@ -196,7 +224,8 @@ static void test_bench(void **state) {
 }
 
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decide), cmocka_unit_test(test_decide_errors),
-                                       cmocka_unit_test(test_verify), cmocka_unit_test(test_bench)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_decide), cmocka_unit_test(test_decide_one_engine),
+                                       cmocka_unit_test(test_decide_errors), cmocka_unit_test(test_verify),
+                                       cmocka_unit_test(test_bench)};
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -20,6 +20,7 @@
 
 #include "common/bench/runner.h" // defines: jev_bench_run
 #include "common/cli-args.h"     // defines: cli_parse_long
+#include "common/cli-setup.h"    // defines: cli_setup_arg
 #include "commands.h"            // defines: cmd_bench
 #include "common/synth/synth.h"  // defines: jev_synth_write
 
@@ -38,6 +39,7 @@ static void usage(FILE *f) {
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
                "  --threads N        worker threads (default: all cores)\n"
                "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  -v                 the engine's sizes, and the engines the command made, on stderr\n"
                "  --workload F       the workload (default bench/dog-workload.json)\n"
                "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
                "  --synthetic yes|no say whether --model has seeded random weights (recorded)\n"
@@ -119,15 +121,22 @@ static void summary(const char *path) {
 
 int cmd_bench(int argc, char **argv) {
     struct jev_bench_opts o = jev_bench_default_opts();
-    const char *dir = NULL;
     bool counts_given = false;
     long v = 0;
+    /* --model, --threads, --backend and -v as every command takes them; the runner opens the model */
+    struct cli_setup cs;
+    cli_setup_init(&cs, "bench");
+    cs.backend = o.backend;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        int bad = 0, got = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if ((got = cli_setup_arg(&cs, a, val)) == CLI_ARG_FLAG) {
+            continue;
+        } else if (got != CLI_ARG_NOT_MINE) {
+            bad = got == CLI_ARG_MISSING ? 2 : got == CLI_ARG_BAD ? 1 : 0;
         } else if (!val) {
             bad = 2;
         } else if (!strcmp(a, "--counts")) {
@@ -145,8 +154,6 @@ int cmd_bench(int argc, char **argv) {
             if (o.n_counts == 0)
                 bad = 1;
             continue;
-        } else if (!strcmp(a, "--model")) {
-            dir = val;
         } else if (!strcmp(a, "--repeats")) {
             bad = cli_parse_long(val, 1, JEV_BENCH_MAX_REPEATS, &v);
             o.repeats = (int32_t)v;
@@ -157,11 +164,6 @@ int cmd_bench(int argc, char **argv) {
                 o.batch = (int32_t)v;
         } else if (!strcmp(a, "--output")) {
             o.output = val;
-        } else if (!strcmp(a, "--threads")) {
-            bad = cli_parse_long(val, 0, 1024, &v);
-            o.threads = (int32_t)v;
-        } else if (!strcmp(a, "--backend")) {
-            o.backend = val;
         } else if (!strcmp(a, "--workload")) {
             o.workload = val;
         } else if (!strcmp(a, "--dump-inputs")) {
@@ -198,6 +200,10 @@ int cmd_bench(int argc, char **argv) {
             return 2;
         }
     (void)counts_given;
+    const char *dir = cs.dir;
+    o.threads = cs.threads;
+    o.backend = cs.backend;
+    o.verbose = cs.verbose;
 
     /* the model */
     if (!dir && exists(REAL_DIR "/config.json")) {

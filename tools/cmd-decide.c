@@ -9,22 +9,23 @@
  * writes the inputs the scoring paths build (token ids, pixel values, label
  * and candidate ids) for scripts/reference/decision_goldens.py and peers.
  *
- * The engine is sized for the request (jev_decide_plan): a first engine of
- * the default size tokenizes and plans; a request that needs more sequences
- * or tokens gets a second, larger one.
+ * The engine is sized for the request before it is built (common/cli-setup.h:
+ * the model's tokenizer plans, then one engine of the planned size, at least
+ * the defaults).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/read-file.h"  // defines: jev_read_file
-#include "common/cli-args.h" // defines: cli_parse_long
-#include "commands.h"        // defines: cmd_decide
-#include "decide/pipeline.h" // defines: jev_decide_run, struct jev_decider
-#include "decide/qtype.h"    // defines: jev_qtype_get
-#include "wire/response.h"   // defines: jev_response_*
-#include "wire/route.h"      // defines: jev_decide_body
-#include "wire/request.h"    // defines: jev_request_parse_*, struct jev_request_error
+#include "base/read-file.h"   // defines: jev_read_file
+#include "common/cli-args.h"  // defines: cli_parse_long
+#include "common/cli-setup.h" // defines: struct cli_setup, cli_setup_plan, cli_setup_open
+#include "commands.h"         // defines: cmd_decide
+#include "decide/pipeline.h"  // defines: jev_decide_run, struct jev_decider
+#include "decide/qtype.h"     // defines: jev_qtype_get
+#include "wire/response.h"    // defines: jev_response_*
+#include "wire/route.h"       // defines: jev_decide_body
+#include "wire/request.h"     // defines: jev_request_parse_*, struct jev_request_error
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev decide --model DIR (--request R.json | --workload F --decisions N) [options]\n\n"
@@ -42,6 +43,7 @@ static void usage(FILE *f) {
                "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
                "  --threads N          worker threads (default: all cores)\n"
                "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  -v                   the engine's sizes, and the engines the command made, on stderr\n"
                "  --json               print the response body instead of the table\n"
                "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");
 }
@@ -79,47 +81,29 @@ static void print_table(const struct jev_request *r, const struct jev_decide_res
            s->image_tokens, s->forks, (double)s->peak_bytes / 1048576.0, s->peak_seqs);
 }
 
-/* A decider over an engine sized (max_batch, max_tokens). */
-static int open_engine(struct jev_model *m, int32_t max_batch, int32_t max_tokens, int32_t max_side,
-                       struct jev_engine **e, struct jev_decider **d) {
-    struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = max_batch;
-    ep.max_tokens = max_tokens;
-    if (jev_engine_init(m, &ep, e) != JEV_OK) {
-        fprintf(stderr, "jev decide: %s\n", jev_engine_last_error(*e));
-        return 1;
-    }
-    struct jev_decider_params dp = jev_decider_default_params();
-    dp.image_max_side = max_side;
-    struct jev_error err = {0};
-    if (jev_decider_init(m, *e, &dp, d, &err) != JEV_OK) {
-        fprintf(stderr, "jev decide: %s\n", err.msg);
-        return 1;
-    }
-    return 0;
-}
-
 int cmd_decide(int argc, char **argv) {
-    const char *dir = NULL, *req_path = NULL, *workload = NULL, *image = NULL, *dump = NULL;
+    const char *req_path = NULL, *workload = NULL, *image = NULL, *dump = NULL;
     bool json = false, openai = false;
-    const char *backend = NULL;
-    long decisions = 0, threads = 0, max_side = 768, max_new = 0;
+    long decisions = 0, max_side = 768, max_new = 0;
     struct jev_decide_params p = jev_decide_default_params();
+    struct cli_setup cs;
+    cli_setup_init(&cs, "decide");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long n = 0;
-        int bad = 0, takes = 1;
+        int bad = 0, takes = 1, got = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        } else if ((got = cli_setup_arg(&cs, a, v)) != CLI_ARG_NOT_MINE) {
+            bad = got == CLI_ARG_MISSING ? 2 : got == CLI_ARG_BAD ? 1 : 0;
+            takes = got == CLI_ARG_VALUE ? 1 : 0;
         } else if (!strcmp(a, "--json")) {
             json = true, takes = 0;
         } else if (!strcmp(a, "--openai")) {
             openai = true, takes = 0;
         } else if (!v) {
             bad = 2;
-        } else if (!strcmp(a, "--model")) {
-            dir = v;
         } else if (!strcmp(a, "--request")) {
             req_path = v;
         } else if (!strcmp(a, "--workload")) {
@@ -162,10 +146,6 @@ int cmd_decide(int argc, char **argv) {
             bad = cli_parse_long(v, 0, 16384, &max_side);
         } else if (!strcmp(a, "--max-new-tokens")) {
             bad = cli_parse_long(v, 1, 1 << 20, &max_new);
-        } else if (!strcmp(a, "--threads")) {
-            bad = cli_parse_long(v, 0, 1024, &threads);
-        } else if (!strcmp(a, "--backend")) {
-            backend = v;
         } else {
             bad = 2;
         }
@@ -179,7 +159,7 @@ int cmd_decide(int argc, char **argv) {
         }
         i += takes;
     }
-    if (!dir || (!req_path == !workload) || (workload && decisions <= 0)) {
+    if (!cs.dir || (!req_path == !workload) || (workload && decisions <= 0)) {
         fprintf(stderr, "jev decide: --model and one of --request or --workload (with --decisions) are required\n\n");
         usage(stderr);
         return 2;
@@ -215,36 +195,16 @@ int cmd_decide(int argc, char **argv) {
         return 2;
     }
 
-    /* model, engine, decider */
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = (int32_t)threads;
-    mp.backend = backend;
-    struct jev_model *model = NULL;
-    struct jev_engine *e = NULL;
-    struct jev_decider *d = NULL;
+    /* the model, the plan (its tokenizer), then the one engine of the planned size and its decider */
     struct jev_error err = {0};
     int rc = 1;
-    if (jev_model_open(dir, &mp, &model, &err) != JEV_OK) {
+    cs.dp.image_max_side = max_side == 0 ? -1 : (int32_t)max_side;
+    if (cli_setup_load(&cs, &err) != JEV_OK || cli_setup_plan(&cs, &r, &p, &err) != JEV_OK ||
+        cli_setup_open(&cs, true, &err) != JEV_OK) {
         fprintf(stderr, "jev decide: %s\n", err.msg);
         goto done;
     }
-    int32_t side = max_side == 0 ? -1 : (int32_t)max_side;
-    if (open_engine(model, 0, 0, side, &e, &d))
-        goto done;
-    int32_t need_batch = 0, need_tokens = 0;
-    if (jev_decide_plan(d, &r, &p, &need_batch, &need_tokens, &err) != JEV_OK) {
-        fprintf(stderr, "jev decide: %s\n", err.msg);
-        goto done;
-    }
-    if (need_batch > e->params.max_batch || need_tokens > e->params.max_tokens) {
-        jev_decider_free(d);
-        jev_engine_free(e);
-        d = NULL;
-        e = NULL;
-        int32_t mb = need_batch > 64 ? need_batch : 64, mt = need_tokens > 8192 ? need_tokens : 8192;
-        if (open_engine(model, mb, mt, side, &e, &d))
-            goto done;
-    }
+    struct jev_decider *d = cs.decider;
     if (dump) {
         json_t *o = NULL;
         if (jev_decide_dump(d, &r, &p, &o, &err) != JEV_OK) {
@@ -272,7 +232,7 @@ int cmd_decide(int argc, char **argv) {
             body = jev_response_error(500, "server_error", msg);
             fprintf(stderr, "jev decide: raw output: %s\n", res.gen.raw ? res.gen.raw : "");
         } else {
-            const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+            const char *name = strrchr(cs.dir, '/') ? strrchr(cs.dir, '/') + 1 : cs.dir;
             body = openai ? jev_response_openai(&r, &res.answers, name, &res.usage)
                           : jev_response_systemone(&r, &res.answers, name, &res.usage);
         }
@@ -286,9 +246,7 @@ int cmd_decide(int argc, char **argv) {
     }
     jev_decide_result_free(&res);
 done:
-    jev_decider_free(d);
-    jev_engine_free(e);
-    jev_model_free(model);
+    cli_setup_free(&cs);
     jev_request_free(&r);
     return rc;
 }

@@ -18,6 +18,7 @@
 #include "common/bench/peak.h" // defines: jev_peak_f32
 #include "base/timing.h"       // defines: jev_now_ms
 #include "common/cli-args.h"   // defines: cli_parse_long
+#include "common/cli-setup.h"  // defines: struct cli_setup, cli_setup_load, cli_setup_open
 #include "commands.h"          // defines: cmd_run
 #include "model/engine.h"      // defines: struct jev_engine
 #include "model/lm.h"          // defines: jev_lm_forward
@@ -36,6 +37,7 @@ static void usage(FILE *f) {
             "  --decode N           greedy decode steps after the prefill (default 8)\n"
             "  --threads N          worker threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+            "  -v                   the engine's sizes, and the engines the command made, on stderr\n"
             "  --top K              next tokens to print after the prefill (default 5)\n"
             "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"
             "  --forks N            after the prefill, fork the sequence N times (at most 64) and run one\n"
@@ -105,22 +107,26 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *dir = NULL, *ids_arg = NULL;
-    const char *backend = NULL;
-    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, threads = 0, top = 5, n_forks = 0, suffix = 16;
+    const char *ids_arg = NULL;
+    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, top = 5, n_forks = 0, suffix = 16;
     int peak = 0;
+    struct cli_setup cs;
+    cli_setup_init(&cs, "run");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
+        int bad = 0, got = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "--peak")) {
             peak = 1;
             continue;
-        } else if (!strcmp(a, "--model") && v) {
-            dir = v;
+        } else if ((got = cli_setup_arg(&cs, a, v)) == CLI_ARG_FLAG) {
+            continue;
+        } else if (got == CLI_ARG_BAD) {
+            bad = 1;
+        } else if (got == CLI_ARG_VALUE) {
         } else if (!strcmp(a, "--ids") && v) {
             ids_arg = v;
         } else if (!strcmp(a, "--random-tokens") && v) {
@@ -131,10 +137,6 @@ int cmd_run(int argc, char **argv) {
             bad = cli_parse_long(v, 1, 65536, &chunk);
         } else if (!strcmp(a, "--decode") && v) {
             bad = cli_parse_long(v, 0, 100000, &n_decode);
-        } else if (!strcmp(a, "--threads") && v) {
-            bad = cli_parse_long(v, 0, 1024, &threads);
-        } else if (!strcmp(a, "--backend") && v) {
-            backend = v;
         } else if (!strcmp(a, "--forks") && v) {
             bad = cli_parse_long(v, 0, 64, &n_forks);
         } else if (!strcmp(a, "--suffix") && v) {
@@ -152,7 +154,7 @@ int cmd_run(int argc, char **argv) {
         }
         i++;
     }
-    if (!dir) {
+    if (!cs.dir) {
         fprintf(stderr, "jev run: --model DIR is required\n\n");
         usage(stderr);
         return 2;
@@ -168,22 +170,22 @@ int cmd_run(int argc, char **argv) {
         return 2;
     }
 
-    if (peak && backend && strcmp(backend, "cpu") != 0) {
-        fprintf(stderr, "jev run: --peak measures the CPU's FMA peak; it says nothing about --backend %s\n", backend);
+    if (peak && cs.backend && strcmp(cs.backend, "cpu") != 0) {
+        fprintf(stderr, "jev run: --peak measures the CPU's FMA peak; it says nothing about --backend %s\n",
+                cs.backend);
         free(ids);
         return 2;
     }
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = (int32_t)threads;
-    mp.backend = backend;
-    mp.no_vision = true;
-    struct jev_model *model = NULL;
+    cs.no_vision = true;
     struct jev_error err = {0};
-    if (jev_model_open(dir, &mp, &model, &err) != JEV_OK) {
+    if (cli_setup_load(&cs, &err) != JEV_OK) {
         fprintf(stderr, "jev run: %s\n", err.msg);
         free(ids);
+        cli_setup_free(&cs);
         return 1;
     }
+    struct jev_model *model = cs.model;
+    const char *dir = cs.dir;
     const struct jev_text_config *t = &model->config.text;
     if (!ids_arg) {
         uint64_t s = (uint64_t)seed;
@@ -195,22 +197,22 @@ int cmd_run(int argc, char **argv) {
         }
     }
 
-    struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = n_forks > 0 ? (int32_t)n_forks + 1 : 1;
-    ep.prefill_chunk = (int32_t)chunk;
-    ep.max_tokens = n + (int32_t)(n_decode + suffix) + 1 > 8192 ? n + (int32_t)(n_decode + suffix) + 1 : 8192;
-    struct jev_engine *e = NULL;
+    /* the engine's sizes follow from the arguments: the prompt, the decode steps and the forks */
+    cs.ep.max_batch = n_forks > 0 ? (int32_t)n_forks + 1 : 1;
+    cs.ep.prefill_chunk = (int32_t)chunk;
+    cs.ep.max_tokens = n + (int32_t)(n_decode + suffix) + 1 > 8192 ? n + (int32_t)(n_decode + suffix) + 1 : 8192;
     int rc = 1;
     float *logits = NULL;
     int32_t *pos = NULL;
-    if (jev_engine_init(model, &ep, &e) != JEV_OK) {
-        fprintf(stderr, "jev run: %s\n", jev_engine_last_error(e));
+    struct jev_seq *seq = NULL;
+    if (cli_setup_open(&cs, false, &err) != JEV_OK) {
+        fprintf(stderr, "jev run: %s\n", err.msg);
         goto done;
     }
+    struct jev_engine *e = cs.engine;
     int32_t V = model->weights.text.lm_head.rows;
     logits = malloc((size_t)V * sizeof(float));
     pos = malloc((size_t)(chunk > n ? chunk : n) * 3 * sizeof(int32_t));
-    struct jev_seq *seq = NULL;
     if (!logits || !pos || jev_seq_new(&e->state, &seq, &err) != JEV_OK) {
         fprintf(stderr, "jev run: %s\n", err.msg[0] ? err.msg : "out of memory");
         goto done;
@@ -353,8 +355,7 @@ int cmd_run(int argc, char **argv) {
     rc = 0;
 done:
     jev_seq_free(seq);
-    jev_engine_free(e);
-    jev_model_free(model);
+    cli_setup_free(&cs);
     free(logits);
     free(pos);
     free(ids);

@@ -17,11 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "base/log.h"        // defines: jev_log_set_level
-#include "common/cli-args.h" // defines: cli_parse_long
-#include "commands.h"        // defines: cmd_serve
-#include "jev.h"             // defines: jev_model_load, jev_engine_init, jev_decider_open
-#include "server/server.h"   // defines: jev_server_start, jev_server_stop
+#include "common/cli-args.h"  // defines: cli_parse_long
+#include "common/cli-setup.h" // defines: struct cli_setup, cli_setup_open
+#include "commands.h"         // defines: cmd_serve
+#include "jev.h"              // defines: jev_decider_set_timeout, jev_decider_set_prefix_reuse
+#include "server/server.h"    // defines: jev_server_start, jev_server_stop
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -41,7 +41,7 @@ static void usage(FILE *f) {
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  --no-prefix-reuse    run every request's image and state afresh (by default the 4 most recent\n"
             "                       prefixes are kept: the same image bytes and state again skip vision and prefill)\n"
-            "  -v                   one log line per request on stderr\n\n"
+            "  -v                   one log line per request on stderr (and the engine's sizes at start)\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n"
             "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 3 when the device is lost\n"
             "(a GPU fault: every request would answer 503; a supervisor should start it again).\n");
@@ -58,39 +58,33 @@ static void on_stop_signal(int sig) {
 
 int cmd_serve(int argc, char **argv) {
     struct jev_server_params sp = jev_server_default_params();
-    const char *dir = NULL;
-    const char *backend = NULL;
-    long port = sp.port, threads = 0, http_threads = sp.http_threads, max_queue = sp.max_queue;
+    long port = sp.port, http_threads = sp.http_threads, max_queue = sp.max_queue;
     long idle_timeout = sp.idle_timeout_s, request_timeout = 0;
     long max_body = (long)sp.max_body_bytes;
-    struct jev_engine_params ep = jev_engine_default_params();
-    long max_tokens = ep.max_tokens, max_batch = ep.max_batch;
-    bool verbose = false, reuse_prefix = true;
+    struct cli_setup cs;
+    cli_setup_init(&cs, "serve");
+    long max_tokens = cs.ep.max_tokens, max_batch = cs.ep.max_batch;
+    bool reuse_prefix = true;
     sp.api_key = getenv("JEV_API_KEY");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0, takes = 1;
+        int bad = 0, takes = 1, got = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
-            verbose = true, takes = 0;
+        } else if ((got = cli_setup_arg(&cs, a, v)) != CLI_ARG_NOT_MINE) { /* -v: also a log line per request */
+            bad = got == CLI_ARG_MISSING ? 2 : got == CLI_ARG_BAD ? 1 : 0;
+            takes = got == CLI_ARG_VALUE ? 1 : 0;
         } else if (!strcmp(a, "--no-prefix-reuse")) {
             reuse_prefix = false, takes = 0;
         } else if (!v) {
             bad = 2;
-        } else if (!strcmp(a, "--model")) {
-            dir = v;
         } else if (!strcmp(a, "--host")) {
             sp.host = v;
         } else if (!strcmp(a, "--port")) {
             bad = cli_parse_long(v, 0, 65535, &port);
         } else if (!strcmp(a, "--api-key")) {
             sp.api_key = v;
-        } else if (!strcmp(a, "--threads")) {
-            bad = cli_parse_long(v, 0, 1024, &threads);
-        } else if (!strcmp(a, "--backend")) {
-            backend = v;
         } else if (!strcmp(a, "--http-threads")) {
             bad = cli_parse_long(v, 1, 1024, &http_threads);
         } else if (!strcmp(a, "--max-body")) {
@@ -118,7 +112,7 @@ int cmd_serve(int argc, char **argv) {
         }
         i += takes;
     }
-    if (!dir) {
+    if (!cs.dir) {
         fprintf(stderr, "jev serve: --model is required\n\n");
         usage(stderr);
         return 2;
@@ -128,8 +122,6 @@ int cmd_serve(int argc, char **argv) {
     sp.max_queue = (int32_t)max_queue;
     sp.idle_timeout_s = (int32_t)idle_timeout;
     sp.max_body_bytes = (size_t)max_body;
-    if (verbose)
-        jev_log_set_level(JEV_LOG_INFO);
 
     /* SIGINT and SIGTERM from here on: one byte into the stop pipe, whichever thread takes them */
     if (pipe(stop_pipe) != 0) {
@@ -145,36 +137,26 @@ int cmd_serve(int argc, char **argv) {
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN); /* a client that hangs up mid-response is an error return, not death */
 
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = (int32_t)threads;
-    mp.backend = backend;
-    struct jev_model *model = NULL;
-    struct jev_engine *engine = NULL;
-    struct jev_decider *decider = NULL;
     struct jev_server *server = NULL;
-    char msg[512];
+    struct jev_error err = {0};
     int rc = 1;
-    if (jev_model_load(dir, &mp, &model, msg, sizeof msg) != JEV_OK) {
-        fprintf(stderr, "jev serve: %s\n", msg);
+    cs.ep.max_tokens = (int32_t)max_tokens; /* the server sizes its one engine from its options */
+    cs.ep.max_batch = (int32_t)max_batch;
+    if (cli_setup_load(&cs, &err) != JEV_OK || cli_setup_open(&cs, true, &err) != JEV_OK) {
+        fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;
     }
-    ep.max_tokens = (int32_t)max_tokens;
-    ep.max_batch = (int32_t)max_batch;
-    if (jev_engine_init(model, &ep, &engine) != JEV_OK || jev_decider_open(model, engine, &decider) != JEV_OK) {
-        fprintf(stderr, "jev serve: %s\n", engine ? jev_engine_last_error(engine) : "out of memory");
-        goto done;
-    }
+    struct jev_decider *decider = cs.decider;
     jev_decider_set_timeout(decider, 1000.0 * (double)request_timeout);
     jev_decider_set_prefix_reuse(decider, reuse_prefix);
-    struct jev_error err = {0};
-    if (jev_server_start(model, decider, &sp, &server, &err) != JEV_OK) {
+    if (jev_server_start(cs.model, decider, &sp, &server, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;
     }
     const char *host = sp.host ? sp.host : "127.0.0.1";
     bool v6 = strchr(host, ':') != NULL;
     printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, queue %d)\n", v6 ? "[" : "", host,
-           v6 ? "]" : "", jev_server_port(server), dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
+           v6 ? "]" : "", jev_server_port(server), cs.dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
            sp.http_threads, sp.max_queue);
     fflush(stdout);
     unsigned char sig = 0;
@@ -190,9 +172,7 @@ int cmd_serve(int argc, char **argv) {
     }
 done:
     jev_server_stop(server);
-    jev_decider_close(decider);
-    jev_engine_free(engine);
-    jev_model_free(model);
+    cli_setup_free(&cs);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     close(stop_pipe[0]);

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "common/bench/schema.h" // defines: jev_bench_file_write
-#include "common/cli-args.h"     // defines: cli_parse_long
+#include "common/cli-setup.h"    // defines: struct cli_setup, cli_setup_open
 #include "commands.h"            // defines: cmd_verify
 #include "common/verify.h"       // defines: jev_verify_run
 
@@ -24,26 +24,30 @@ static void usage(FILE *f) {
                "  --image F        put an image into every case's prompt (default: text only)\n"
                "  --norm N         candidate normalisation: sum (default) or mean\n"
                "  --tolerance X    largest accepted |engine - reference| log-probability (default 1e-4)\n"
-               "  --threads N      worker threads (default: all cores)\n");
+               "  --threads N      worker threads (default: all cores)\n"
+               "  --backend B      cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  -v               the engine's sizes, and the engines the command made, on stderr\n");
 }
 
 int cmd_verify(int argc, char **argv) {
-    const char *dir = NULL, *output = "artifacts/scoring-verification.json", *image = NULL;
-    const char *backend = NULL;
-    long threads = 0;
+    const char *output = "artifacts/scoring-verification.json", *image = NULL;
     struct jev_verify_opts o = {.norm = JEV_TRIE_SUM};
+    struct cli_setup cs;
+    cli_setup_init(&cs, "verify");
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         char *end = NULL;
+        int got = CLI_ARG_NOT_MINE;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
-        } else if (!v) {
+        } else if ((got = cli_setup_arg(&cs, a, v)) == CLI_ARG_FLAG) {
+            continue;
+        } else if (!v || got == CLI_ARG_MISSING) {
             fprintf(stderr, "jev verify: unknown or incomplete option '%s'\n\n", a);
             usage(stderr);
             return 2;
-        } else if (!strcmp(a, "--model")) {
-            dir = v;
+        } else if (got == CLI_ARG_VALUE) {
         } else if (!strcmp(a, "--output")) {
             output = v;
         } else if (!strcmp(a, "--image")) {
@@ -51,9 +55,6 @@ int cmd_verify(int argc, char **argv) {
         } else if (!strcmp(a, "--norm") && (!strcmp(v, "sum") || !strcmp(v, "mean"))) {
             o.norm = !strcmp(v, "mean") ? JEV_TRIE_MEAN : JEV_TRIE_SUM;
         } else if (!strcmp(a, "--tolerance") && (o.tolerance = strtod(v, &end), end && !*end && o.tolerance > 0)) {
-        } else if (!strcmp(a, "--threads") && cli_parse_long(v, 0, 1024, &threads) == 0) {
-        } else if (!strcmp(a, "--backend")) {
-            backend = v;
         } else {
             fprintf(stderr, "jev verify: bad option or value '%s %s'\n\n", a, v);
             usage(stderr);
@@ -61,38 +62,24 @@ int cmd_verify(int argc, char **argv) {
         }
         i++;
     }
-    if (!dir) {
+    if (!cs.dir) {
         fprintf(stderr, "jev verify: --model DIR is required\n\n");
         usage(stderr);
         return 2;
     }
     o.image = image;
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = (int32_t)threads;
-    mp.backend = backend;
-    mp.no_vision = image == NULL;
-    struct jev_model *m = NULL;
-    struct jev_engine *e = NULL;
-    struct jev_decider *d = NULL;
     struct jev_error err = {0};
     json_t *rec = NULL;
     int rc = 1;
-    if (jev_model_open(dir, &mp, &m, &err) != JEV_OK) {
-        fprintf(stderr, "jev verify: %s\n", err.msg);
-        goto done;
-    }
-    struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = 16;
-    if (jev_engine_init(m, &ep, &e) != JEV_OK) {
-        fprintf(stderr, "jev verify: %s\n", jev_engine_last_error(e));
-        goto done;
-    }
-    if (jev_decider_init(m, e, NULL, &d, &err) != JEV_OK) {
+    /* text-only cases unless --image; 16 sequences per forward, as verify has always sized its engine */
+    cs.no_vision = image == NULL;
+    cs.ep.max_batch = 16;
+    if (cli_setup_load(&cs, &err) != JEV_OK || cli_setup_open(&cs, true, &err) != JEV_OK) {
         fprintf(stderr, "jev verify: %s\n", err.msg);
         goto done;
     }
     struct jev_verify_summary sum;
-    if (jev_verify_run(d, &o, &rec, &sum, &err) != JEV_OK) {
+    if (jev_verify_run(cs.decider, &o, &rec, &sum, &err) != JEV_OK) {
         fprintf(stderr, "jev verify: %s\n", err.msg);
         goto done;
     }
@@ -110,8 +97,6 @@ int cmd_verify(int argc, char **argv) {
     rc = sum.pass ? 0 : 1;
 done:
     json_decref(rec);
-    jev_decider_free(d);
-    jev_engine_free(e);
-    jev_model_free(m);
+    cli_setup_free(&cs);
     return rc;
 }

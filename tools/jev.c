@@ -6,8 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "commands.h" // defines: cmd_*
-#include "jev.h"      // defines: jev_version
+#include "backend/registry.h" // defines: jev_backend_summary
+#include "commands.h"         // defines: cmd_*
+#include "jev.h"              // defines: jev_version
 
 struct command {
     const char *name; /* subcommand */
@@ -67,11 +68,9 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     if (!strcmp(argv[1], "--version")) {
-#ifdef JEV_HAVE_CUDA
-        printf("jev %s (backends: cpu, cuda)\n", jev_version());
-#else
-        printf("jev %s (backends: cpu; make CUDA=1 adds cuda)\n", jev_version());
-#endif
+        char backends[256];
+        jev_backend_summary(backends, sizeof backends); /* "cpu, cuda" or "cpu; make CUDA=1 adds cuda" */
+        printf("jev %s (backends: %s)\n", jev_version(), backends);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

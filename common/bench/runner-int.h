@@ -9,6 +9,7 @@
 
 #include "base/sha256.h"         // defines: JEV_SHA256_HEX
 #include "common/bench/runner.h" // defines: struct jev_bench_opts
+#include "common/cli-setup.h"    // defines: struct cli_setup
 #include "decide/pipeline.h"     // defines: struct jev_decider, struct jev_request
 
 #define BR_MAX_WEIGHTS 64 /* weight files (shards) recorded */
@@ -21,9 +22,10 @@ struct br_weight {
 
 struct br_bench {
     struct jev_bench_opts o;   /* options, defaults filled */
-    struct jev_model *model;   /* loaded once */
-    struct jev_engine *engine; /* sized for the largest request */
-    struct jev_decider *d;     /* over engine */
+    struct cli_setup setup;    /* the model, the one engine and its decider (they are its) */
+    struct jev_model *model;   /* setup.model: loaded once */
+    struct jev_engine *engine; /* setup.engine: sized for the largest request; NULL when dumping inputs */
+    struct jev_decider *d;     /* setup.decider over engine; setup.planner when dumping inputs */
     struct jev_request *reqs;  /* (o.n_counts) the workload at each count */
     char image_path[4096];     /* the photo, resolved */
     int32_t image_max_side;    /* the workload's bound (768) */

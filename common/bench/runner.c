@@ -187,23 +187,6 @@ static int32_t workload_max_side(const char *path) {
     return side;
 }
 
-/* (Re)builds engine and decider; the decider's vision buffers belong to the engine's backend, so the
- * two always go together. */
-static enum jev_status open_engine(struct br_bench *b, int32_t max_batch, int32_t max_tokens, struct jev_error *err) {
-    jev_decider_free(b->d);
-    jev_engine_free(b->engine);
-    b->d = NULL;
-    b->engine = NULL;
-    struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = max_batch;
-    ep.max_tokens = max_tokens;
-    if (jev_engine_init(b->model, &ep, &b->engine) != JEV_OK)
-        return jev_fail(err, JEV_ERR_NOMEM, "bench: engine: %s", jev_engine_last_error(b->engine));
-    struct jev_decider_params dp = jev_decider_default_params();
-    dp.image_max_side = b->image_max_side;
-    return jev_decider_init(b->model, b->engine, &dp, &b->d, err);
-}
-
 static struct jev_decide_params params_for(const struct br_bench *b, enum jev_decide_path path) {
     struct jev_decide_params p = jev_decide_default_params();
     p.path = path;
@@ -246,18 +229,25 @@ static enum jev_status environment(struct br_bench *b, struct jev_error *err) {
 /*
  * One request per decision count, parsed once (outside the measured time,
  * like the server's parsing of a body), with the photo path resolved; one
- * engine sized by jev_decide_plan for the largest request of every path,
- * so no measured run can fail for want of sequences or tokens.
+ * engine, built once and sized by jev_decide_plan for the largest request of
+ * every path (common/cli-setup.h: the model's tokenizer plans before the
+ * engine exists), so no measured run can fail for want of sequences or
+ * tokens. Writing the peers' inputs needs no engine: the planner answers.
  */
 static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
-    struct jev_model_params mp = jev_model_default_params();
-    mp.n_threads = b->o.threads;
-    mp.backend = b->o.backend;
-    JEV_TRY(jev_model_open(b->o.model_dir, &mp, &b->model, err));
+    struct cli_setup *cs = &b->setup;
+    cli_setup_init(cs, "bench");
+    cs->dir = b->o.model_dir;
+    cs->threads = b->o.threads;
+    cs->backend = b->o.backend;
+    cs->verbose = b->o.verbose;
+    b->image_max_side = workload_max_side(b->o.workload);
+    cs->dp.image_max_side = b->image_max_side;
+    JEV_TRY(cli_setup_load(cs, err));
+    b->model = cs->model;
     if (!b->model->config.has_vision)
         return jev_fail(err, JEV_ERR_UNSUPPORTED, "bench: %s has no vision tower; the workload has a photo",
                         b->o.model_dir);
-    b->image_max_side = workload_max_side(b->o.workload);
     b->reqs = calloc((size_t)b->o.n_counts, sizeof *b->reqs);
     if (!b->reqs)
         return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory");
@@ -270,20 +260,18 @@ static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
         b->reqs[i].has_image = true;
         b->reqs[i].image.path = b->image_path;
     }
-    /* size the engine for the largest request of every path (a default engine plans) */
-    JEV_TRY(open_engine(b, 0, 0, err));
-    int32_t mb = 1, mt = 1;
     for (int32_t i = 0; i < b->o.n_counts; i++)
         for (int k = 0; k < 3; k++) {
             struct jev_decide_params p = params_for(b, PATH_IDS[k]);
-            int32_t nb = 0, nt = 0;
-            JEV_TRY(jev_decide_plan(b->d, &b->reqs[i], &p, &nb, &nt, err));
-            mb = nb > mb ? nb : mb;
-            mt = nt > mt ? nt : mt;
+            JEV_TRY(cli_setup_plan(cs, &b->reqs[i], &p, err));
         }
-    if (mb > b->engine->params.max_batch || mt > b->engine->params.max_tokens)
-        JEV_TRY(open_engine(b, mb > b->engine->params.max_batch ? mb : b->engine->params.max_batch,
-                            mt > b->engine->params.max_tokens ? mt : b->engine->params.max_tokens, err));
+    if (b->o.dump_inputs) {
+        b->d = cs->planner;
+    } else {
+        JEV_TRY(cli_setup_open(cs, true, err));
+        b->engine = cs->engine;
+        b->d = cs->decider;
+    }
     return environment(b, err);
 }
 
@@ -292,9 +280,7 @@ static void teardown(struct br_bench *b) {
         jev_request_free(&b->reqs[i]);
     free(b->reqs);
     jev_vision_input_free(&b->vin);
-    jev_decider_free(b->d);
-    jev_engine_free(b->engine);
-    jev_model_free(b->model);
+    cli_setup_free(&b->setup);
 }
 
 /* ---- one sample ---- */
@@ -408,29 +394,24 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     env.threads = jev_pool_size(b->engine->pool);
     env.backend = b->engine->ops->name;
     env.gpu_memory_bytes = JEV_BENCH_NONE;
-#ifdef JEV_HAVE_CUDA
-    char gpu_name[256], gpu_driver[64];
-    if (!b->engine->ops->host_memory) {
-        jev_cuda_backend_info(b->engine->be, gpu_name, sizeof gpu_name, gpu_driver, sizeof gpu_driver,
-                              &env.gpu_memory_bytes);
-        env.gpu_name = gpu_name;
+    struct jev_backend_info info; /* a device backend's name, memory, driver and libraries (registry.h) */
+    jev_engine_describe(b->engine, &info);
+    if (info.device[0]) {
+        env.gpu_name = info.device;
+        env.gpu_memory_bytes = info.memory_bytes;
     }
-#endif
     env.cpu_cores = JEV_BENCH_NONE;
     jev_bench_env_detect(&env, &host); /* the kernel module's driver version, when there is one */
-#ifdef JEV_HAVE_CUDA
-    char cuda_rt[32], cublas[32];
     if (env.gpu_name != NULL) {
-        if (env.gpu_driver == NULL && gpu_driver[0])
-            env.gpu_driver = gpu_driver;
-        jev_cuda_versions(b->engine->be, cuda_rt, sizeof cuda_rt, cublas, sizeof cublas);
-        host.lib_names[host.n_libs] = "cuda runtime";
-        host.lib_versions[host.n_libs++] = cuda_rt;
-        host.lib_names[host.n_libs] = "cublas";
-        host.lib_versions[host.n_libs++] = cublas;
+        if (env.gpu_driver == NULL && info.driver[0])
+            env.gpu_driver = info.driver;
+        const int32_t room = (int32_t)(sizeof host.lib_names / sizeof host.lib_names[0]);
+        for (int32_t i = 0; i < info.n_libs && host.n_libs < room; i++) {
+            host.lib_names[host.n_libs] = info.lib_names[i];
+            host.lib_versions[host.n_libs++] = info.lib_versions[i];
+        }
         env.n_libraries = host.n_libs;
     }
-#endif
     struct jev_bench_settings set = {.n_counts = o->n_counts,
                                      .counts = o->counts,
                                      .repeats = o->repeats,

@@ -42,7 +42,8 @@ struct jev_bench_opts {
     int32_t repeats;                      /* measured samples per (count, path); 0 = 3 */
     int32_t batch;                        /* shared-path suffix batch; 0 = all */
     int32_t threads;                      /* worker threads; 0 = all cores */
-    const char *backend;                  /* "cpu" (NULL = cpu); "cuda" is refused by this build */
+    const char *backend;                  /* "cpu" (NULL = cpu), "cuda", "cuda:N" (backend/registry.h) */
+    bool verbose;                         /* the engine's sizes and the engines made, on stderr */
     const char *output;                   /* the record; NULL = artifacts/benchmark.json */
     const char *dump_inputs;              /* a folder: write the peers' inputs there and run nothing */
     const char *git_commit;               /* NULL: read from .git of the working directory */

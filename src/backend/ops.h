@@ -184,21 +184,9 @@ struct jev_ops {
                            int64_t n, float *x);
 };
 
-#ifdef JEV_HAVE_CUDA
-/* The CUDA backend (backend/cuda/cuda.c, built with `make CUDA=1`): one device, one stream,
- * one cuBLAS handle. Fails with a message naming the device or the CUDA error. */
-extern const struct jev_ops jev_cuda_ops;
-enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
-void jev_cuda_backend_free(struct jev_backend *be);
-/* The device's name, the driver API's version ("CUDA driver X.Y"; the benchmark records the kernel
- * module's version instead when /proc has it) and its memory, for the benchmark's environment. */
-/* The CUDA runtime's and cuBLAS's versions ("13.0", "13.1.0"), for the benchmark's libraries. */
-void jev_cuda_versions(struct jev_backend *be, char *runtime, size_t runtime_size, char *cublas, size_t cublas_size);
-void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
-                           int64_t *memory_bytes);
-#endif
-
-/* The CPU backend: its op table and instance (backend/cpu/cpu.c). */
+/* The CPU backend: its op table and instance (backend/cpu/cpu.c), for tests and tools that run the
+ * CPU ops directly. Every other backend is reached through the registry (backend/registry.h): its
+ * entry gives the op table and makes instances, and only the registry knows which are built. */
 extern const struct jev_ops jev_cpu_ops;
 struct jev_pool;
 /* Creates a CPU backend over a thread pool (not owned). */

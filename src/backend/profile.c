@@ -1,12 +1,15 @@
 /*
  * profile.c - the timing op table of profile.h.
  *
- * Every wrapper reads the clock, calls the inner op and adds the elapsed
- * time to its op's slot. The matrix products are split by regime (1-2
- * tokens stream the weights, more tokens are compute-bound) and also count
- * their multiply-adds, so that the report shows GFLOP/s per regime.
+ * The profiler is the instance its ops receive: every wrapper turns `be`
+ * back into its struct jev_profile, reads the clock, calls the inner
+ * instance's op and adds the elapsed time to that profiler's slot, so two
+ * profilers never share a slot or an inner backend. The matrix products are
+ * split by regime (1-2 tokens stream the weights, more tokens are
+ * compute-bound) and also count their multiply-adds, so that the report
+ * shows GFLOP/s per regime.
  */
-#include "backend/profile.h" // defines: jev_profile_wrap, jev_profile_report
+#include "backend/profile.h" // defines: struct jev_profile, jev_profile_report
 
 #include <stdlib.h>
 #include <string.h>
@@ -64,22 +67,30 @@ static const char *const slot_names[S_COUNT] = {
     "vision_pos_add",
 };
 
-static struct {
+struct slot_sum {
     int64_t calls;
     double ms;
     double flops;
-} slots[S_COUNT];
+};
 
-static const struct jev_ops *inner;
+struct jev_profile {
+    const struct jev_ops *inner;  /* the wrapped instance's table ... */
+    struct jev_backend *inner_be; /* ... and the instance */
+    struct jev_ops table;         /* the timed table: inner's name and memory kind, these wrappers */
+    struct slot_sum slots[S_COUNT];
+};
+
+/* The ops receive the profiler as their instance (jev_profile_backend). */
+static struct jev_profile *prof(struct jev_backend *be) { return (struct jev_profile *)(void *)be; }
 
 /* A device backend queues its ops: wait for the op before reading the clock (the profile then
  * shows each op's own time, at the price of the overlap the queue would give). */
-static void record(struct jev_backend *be, enum slot s, double t0, double flops) {
-    if (!inner->host_memory)
-        inner->sync(be);
-    slots[s].calls++;
-    slots[s].ms += jev_now_ms() - t0;
-    slots[s].flops += flops;
+static void record(struct jev_profile *p, enum slot s, double t0, double flops) {
+    if (!p->inner->host_memory)
+        p->inner->sync(p->inner_be);
+    p->slots[s].calls++;
+    p->slots[s].ms += jev_now_ms() - t0;
+    p->slots[s].flops += flops;
 }
 
 static double mm_flops(const struct jev_matrix *w, int64_t rows, int64_t n) {
@@ -87,99 +98,152 @@ static double mm_flops(const struct jev_matrix *w, int64_t rows, int64_t n) {
 }
 
 static void p_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
+    struct jev_profile *p = prof(be);
     double t0 = jev_now_ms();
-    inner->matmul(be, w, x, n, y);
-    record(be, n <= 2 ? S_MATMUL_FEW : S_MATMUL_MANY, t0, mm_flops(w, w->rows, n));
+    p->inner->matmul(p->inner_be, w, x, n, y);
+    record(p, n <= 2 ? S_MATMUL_FEW : S_MATMUL_MANY, t0, mm_flops(w, w->rows, n));
 }
 
 static void p_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y) {
+    struct jev_profile *p = prof(be);
     double t0 = jev_now_ms();
-    inner->matmul_rows(be, w, row_ids, n_rows, x, n, y);
-    record(be, S_MATMUL_ROWS, t0, mm_flops(w, n_rows, n));
+    p->inner->matmul_rows(p->inner_be, w, row_ids, n_rows, x, n, y);
+    record(p, S_MATMUL_ROWS, t0, mm_flops(w, n_rows, n));
 }
 
-/* The other ops: time the call, no flop count. */
-#define TIMED(SLOT, CALL)                                                                                              \
+/* The other ops: time the inner instance's op, no flop count. */
+#define TIMED(SLOT, OP, ...)                                                                                           \
     do {                                                                                                               \
+        struct jev_profile *p = prof(be);                                                                              \
         double t0 = jev_now_ms();                                                                                      \
-        CALL;                                                                                                          \
-        record(be, SLOT, t0, 0.0);                                                                                     \
+        p->inner->OP(p->inner_be, __VA_ARGS__);                                                                        \
+        record(p, SLOT, t0, 0.0);                                                                                      \
     } while (0)
 
 static void p_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out) {
-    TIMED(S_EMBED, inner->embed(be, w, ids, n, out));
+    TIMED(S_EMBED, embed, w, ids, n, out);
 }
 static void p_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps,
                       float *y) {
-    TIMED(S_RMSNORM, inner->rmsnorm(be, x, w, n, d, eps, y));
+    TIMED(S_RMSNORM, rmsnorm, x, w, n, d, eps, y);
 }
 static void p_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
                         float eps, float *y) {
-    TIMED(S_LAYERNORM, inner->layernorm(be, x, w, b, n, d, eps, y));
+    TIMED(S_LAYERNORM, layernorm, x, w, b, n, d, eps, y);
 }
-static void p_add(struct jev_backend *be, float *x, const float *y, int64_t n) {
-    TIMED(S_ADD, inner->add(be, x, y, n));
-}
+static void p_add(struct jev_backend *be, float *x, const float *y, int64_t n) { TIMED(S_ADD, add, x, y, n); }
 static void p_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d) {
-    TIMED(S_ADD_BIAS, inner->add_bias(be, y, b, n, d));
+    TIMED(S_ADD_BIAS, add_bias, y, b, n, d);
 }
 static void p_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out) {
-    TIMED(S_SWIGLU, inner->swiglu(be, gate, up, n, out));
+    TIMED(S_SWIGLU, swiglu, gate, up, n, out);
 }
 static void p_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form) {
-    TIMED(S_GELU, inner->gelu(be, x, n, tanh_form));
+    TIMED(S_GELU, gelu, x, n, tanh_form);
 }
 static void p_copy(struct jev_backend *be, float *dst, const float *src, int64_t n) {
-    TIMED(S_COPY, inner->copy(be, dst, src, n));
+    TIMED(S_COPY, copy, dst, src, n);
 }
 static void p_split_qgate(struct jev_backend *be, const float *qg, int64_t n, int32_t heads, int32_t dh, float *q,
                           float *gate) {
-    TIMED(S_SPLIT_QGATE, inner->split_qgate(be, qg, n, heads, dh, q, gate));
+    TIMED(S_SPLIT_QGATE, split_qgate, qg, n, heads, dh, q, gate);
 }
 static void p_rope(struct jev_backend *be, float *x, int64_t n, int32_t heads, int32_t dh, int32_t n_freq,
                    const float *cos, const float *sin) {
-    TIMED(S_ROPE, inner->rope(be, x, n, heads, dh, n_freq, cos, sin));
+    TIMED(S_ROPE, rope, x, n, heads, dh, n_freq, cos, sin);
 }
 static void p_sigmoid_mul(struct jev_backend *be, float *x, const float *gate, int64_t n) {
-    TIMED(S_SIGMOID_MUL, inner->sigmoid_mul(be, x, gate, n));
+    TIMED(S_SIGMOID_MUL, sigmoid_mul, x, gate, n);
 }
 static void p_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                         const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    TIMED(S_ATTENTION, inner->attention(be, s, q, runs, n_runs, o));
+    TIMED(S_ATTENTION, attention, s, q, runs, n_runs, o);
 }
 static void p_gdn_conv(struct jev_backend *be, const float *mixed, const float *taps, int32_t conv_dim, int32_t kernel,
                        const struct jev_gdn_run *runs, int32_t n_runs, float *u) {
-    TIMED(S_GDN_CONV, inner->gdn_conv(be, mixed, taps, conv_dim, kernel, runs, n_runs, u));
+    TIMED(S_GDN_CONV, gdn_conv, mixed, taps, conv_dim, kernel, runs, n_runs, u);
 }
 static void p_gdn_gates(struct jev_backend *be, const float *a, const float *b, const float *a_log,
                         const float *dt_bias, int64_t n, int32_t hv, float *g, float *beta) {
-    TIMED(S_GDN_GATES, inner->gdn_gates(be, a, b, a_log, dt_bias, n, hv, g, beta));
+    TIMED(S_GDN_GATES, gdn_gates, a, b, a_log, dt_bias, n, hv, g, beta);
 }
 static void p_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
                        const float *beta, const struct jev_gdn_run *runs, int32_t n_runs, float *o) {
-    TIMED(S_GDN_RULE, inner->gdn_rule(be, s, u, g, beta, runs, n_runs, o));
+    TIMED(S_GDN_RULE, gdn_rule, s, u, g, beta, runs, n_runs, o);
 }
 static void p_gated_rmsnorm(struct jev_backend *be, const float *x, const float *z, const float *w, int64_t n,
                             int32_t d, float eps, float *y) {
-    TIMED(S_GATED_RMSNORM, inner->gated_rmsnorm(be, x, z, w, n, d, eps, y));
+    TIMED(S_GATED_RMSNORM, gated_rmsnorm, x, z, w, n, d, eps, y);
 }
 static void p_vision_rope(struct jev_backend *be, float *qkv, const float *cos, const float *sin, int64_t n,
                           int32_t n_heads, int32_t head_dim) {
-    TIMED(S_VISION_ROPE, inner->vision_rope(be, qkv, cos, sin, n, n_heads, head_dim));
+    TIMED(S_VISION_ROPE, vision_rope, qkv, cos, sin, n, n_heads, head_dim);
 }
 static void p_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
                                float scale, float *out) {
-    TIMED(S_VISION_ATTENTION, inner->vision_attention(be, qkv, n, n_heads, head_dim, scale, out));
+    TIMED(S_VISION_ATTENTION, vision_attention, qkv, n, n_heads, head_dim, scale, out);
 }
 static void p_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
                              int64_t n, float *x) {
-    TIMED(S_VISION_POS_ADD, inner->vision_pos_add(be, table, idx, w, n, x));
+    TIMED(S_VISION_POS_ADD, vision_pos_add, table, idx, w, n, x);
 }
 
-/* The compute ops timed; the memory ops are the inner backend's own (filled by jev_profile_wrap). */
-static struct jev_ops profiled = {
-    .name = "profiled",
+/* ---- memory: straight through to the inner instance, untimed ---- */
+
+static void *p_alloc(struct jev_backend *be, size_t bytes) {
+    struct jev_profile *p = prof(be);
+    return p->inner->alloc(p->inner_be, bytes);
+}
+static void p_free(struct jev_backend *be, void *ptr) {
+    struct jev_profile *p = prof(be);
+    p->inner->free(p->inner_be, ptr);
+}
+static void p_upload(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
+    struct jev_profile *p = prof(be);
+    p->inner->upload(p->inner_be, dst, src, bytes);
+}
+static void p_download(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
+    struct jev_profile *p = prof(be);
+    p->inner->download(p->inner_be, dst, src, bytes);
+}
+static void p_zero(struct jev_backend *be, void *dst, size_t bytes) {
+    struct jev_profile *p = prof(be);
+    p->inner->zero(p->inner_be, dst, bytes);
+}
+static void p_sync(struct jev_backend *be) {
+    struct jev_profile *p = prof(be);
+    p->inner->sync(p->inner_be);
+}
+static enum jev_status p_matrix_mirror(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
+                                       struct jev_error *err) {
+    struct jev_profile *p = prof(be);
+    return p->inner->matrix_mirror(p->inner_be, host, mirror, err);
+}
+static void p_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) {
+    struct jev_profile *p = prof(be);
+    p->inner->matrix_release(p->inner_be, mirror);
+}
+static enum jev_status p_status(struct jev_backend *be, struct jev_error *err) {
+    struct jev_profile *p = prof(be);
+    return p->inner->status(p->inner_be, err);
+}
+static void p_memory(struct jev_backend *be, int64_t *now, int64_t *peak, bool reset_peak) {
+    struct jev_profile *p = prof(be);
+    p->inner->memory(p->inner_be, now, peak, reset_peak);
+}
+
+/* Every slot of the timed table; the optional ones (status, memory) are filled per profiler, only
+ * where the inner table has them (NULL keeps its meaning: cannot fail, counts no device bytes). */
+static const struct jev_ops timed = {
+    .alloc = p_alloc,
+    .free = p_free,
+    .upload = p_upload,
+    .download = p_download,
+    .zero = p_zero,
+    .sync = p_sync,
+    .matrix_mirror = p_matrix_mirror,
+    .matrix_release = p_matrix_release,
     .matmul = p_matmul,
     .matmul_rows = p_matmul_rows,
     .embed = p_embed,
@@ -208,30 +272,46 @@ bool jev_profile_requested(void) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-const struct jev_ops *jev_profile_wrap(const struct jev_ops *ops) {
-    inner = ops;
-    profiled.name = ops->name; /* records and messages name the backend that ran */
-    profiled.host_memory = ops->host_memory;
-    profiled.alloc = ops->alloc;
-    profiled.free = ops->free;
-    profiled.upload = ops->upload;
-    profiled.download = ops->download;
-    profiled.zero = ops->zero;
-    profiled.sync = ops->sync;
-    profiled.matrix_mirror = ops->matrix_mirror;
-    profiled.matrix_release = ops->matrix_release;
-    profiled.status = ops->status;
-    profiled.memory = ops->memory;
-    return &profiled;
+enum jev_status jev_profile_new(const struct jev_ops *ops, struct jev_backend *be, struct jev_profile **out,
+                                struct jev_error *err) {
+    *out = NULL;
+    if (!ops || !be)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "profile: needs a backend's op table and instance");
+    struct jev_profile *p = calloc(1, sizeof *p);
+    if (!p)
+        return jev_fail(err, JEV_ERR_NOMEM, "profile: out of memory");
+    p->inner = ops;
+    p->inner_be = be;
+    p->table = timed;
+    p->table.name = ops->name; /* records and messages name the backend that ran */
+    p->table.host_memory = ops->host_memory;
+    p->table.status = ops->status ? p_status : NULL;
+    p->table.memory = ops->memory ? p_memory : NULL;
+    *out = p;
+    return JEV_OK;
 }
 
-bool jev_profile_is_wrapped(const struct jev_ops *ops) { return ops == &profiled; }
+void jev_profile_free(struct jev_profile *p) { free(p); }
 
-void jev_profile_report(FILE *f) {
+const struct jev_ops *jev_profile_ops(const struct jev_profile *p) { return &p->table; }
+
+struct jev_backend *jev_profile_backend(struct jev_profile *p) {
+    return (struct jev_backend *)(void *)p;
+}
+
+int64_t jev_profile_calls(const struct jev_profile *p, const char *op) {
+    for (int s = 0; op && s < S_COUNT; s++)
+        if (!strcmp(op, slot_names[s]))
+            return p->slots[s].calls;
+    return -1;
+}
+
+void jev_profile_report(struct jev_profile *p, FILE *f) {
+    const struct slot_sum *slots = p->slots;
     double total = 0.0;
     for (int s = 0; s < S_COUNT; s++)
         total += slots[s].ms;
-    fprintf(f, "jev profile (%s backend): %.1f ms in ops\n", inner ? inner->name : "?", total);
+    fprintf(f, "jev profile (%s backend): %.1f ms in ops\n", p->inner->name, total);
     fprintf(f, "  %-22s %9s %11s %6s %9s\n", "op", "calls", "ms", "share", "GFLOP/s");
     bool done[S_COUNT] = {false};
     for (int k = 0; k < S_COUNT; k++) {
@@ -248,5 +328,5 @@ void jev_profile_report(FILE *f) {
             fprintf(f, " %9.1f", slots[best].flops / (slots[best].ms * 1e6));
         fputc('\n', f);
     }
-    memset(slots, 0, sizeof slots);
+    memset(p->slots, 0, sizeof p->slots);
 }

@@ -57,12 +57,14 @@ struct dc_kept_image {
 
 struct jev_decider {
     struct jev_model *model;          /* shared, immutable (not owned) */
-    struct jev_engine *engine;        /* the worker it drives (not owned) */
-    struct jev_tokenizer *tok;        /* owned: MODEL_DIR/tokenizer.json */
+    struct jev_engine *engine;        /* the worker it drives (not owned); NULL: a planner (plans, runs nothing) */
+    const struct jev_tokenizer *tok;  /* the model's (borrowed), or own_tok */
+    struct jev_tokenizer *own_tok;    /* owned: jev_decider_params.tokenizer's; NULL for the model's */
     struct jev_labels labels;         /* label sets checked against tok after the frame's cue */
     struct jev_prompt_frame frame;    /* Qwen3.5's non-thinking chat frame */
     struct jev_preprocess_config pre; /* preprocessor_config.json (or Qwen3.5's values) */
-    bool has_vision;                  /* the model has a vision tower and vision is set up */
+    bool has_vision;                  /* the model has a vision tower and vision is set up (a planner: checked,
+                                       * no runtime) */
     struct jev_vision vision;         /* the tower's runtime, sized for max_patches */
     int32_t image_max_side;           /* the resize bound; <= 0: none */
     int32_t max_patches;              /* vision capacity (patches of one image) */

@@ -233,7 +233,8 @@ static enum jev_status image_decode(struct dc_req *q) {
         return s;
     struct jev_preprocess_params pp = {.bound = d->image_max_side, .max_patches = d->max_patches};
     jev_vision_input_free(&q->vin);
-    s = jev_vision_preprocess(&d->pre, &q->img, &pp, d->engine->pool, &q->vin, q->err);
+    /* a planner has no engine and so no pool: it resizes on the calling thread (same pixels) */
+    s = jev_vision_preprocess(&d->pre, &q->img, &pp, d->engine ? d->engine->pool : NULL, &q->vin, q->err);
     struct jev_decide_stats *st = &q->res->stats;
     st->image_width = q->img.width;
     st->image_height = q->img.height;

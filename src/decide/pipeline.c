@@ -1,6 +1,6 @@
 /*
- * pipeline.c - the decider (tokenizer, labels, vision runtime over one
- * engine) and the entry points: jev_decide_run, jev_decide_body,
+ * pipeline.c - the decider (the model's tokenizer, labels, vision runtime
+ * over one engine; or a planner without one) and the entry points: jev_decide_run, jev_decide_body,
  * jev_decide_plan, jev_decide_dump.
  *
  * One call of jev_decide_run, in order: the image is decoded and
@@ -96,17 +96,32 @@ static int32_t patch_capacity(const struct jev_preprocess_config *pre, int32_t b
 }
 
 /*
- * Everything a request needs that does not depend on the request: the
- * tokenizer (the model directory's own), the label sets checked against it
- * once, the image processor's settings, and the vision runtime sized for
- * the bound (its activations are allocated here, once).
+ * The tokenizer: the model's own, borrowed (one per model, loaded on its first use and shared by
+ * every engine's decider); a decider loads and owns one only for an override path.
  */
-enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *engine,
-                                 const struct jev_decider_params *params, struct jev_decider **out,
-                                 struct jev_error *err) {
-    *out = NULL;
-    if (!model || !engine || engine->model != model)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "decider: needs a model and an engine made from it");
+static enum jev_status decider_tokenizer(struct jev_decider *d, const char *override, char *path, size_t size,
+                                         struct jev_error *err) {
+    if (!override) {
+        snprintf(path, size, "%s/tokenizer.json", d->model->dir);
+        return jev_model_tokenizer(d->model, &d->tok, err);
+    }
+    snprintf(path, size, "%s", override);
+    JEV_TRY(jev_tokenizer_load(path, &d->own_tok, err));
+    d->tok = d->own_tok;
+    return JEV_OK;
+}
+
+/*
+ * Everything a request needs that does not depend on the request: the
+ * tokenizer (the model's), the label sets checked against it once, the
+ * image processor's settings, and - over an engine - the vision runtime
+ * sized for the bound (its activations are allocated here, once). Without
+ * an engine (a planner) the vision settings are checked and nothing is
+ * allocated for the tower.
+ */
+static enum jev_status decider_new(struct jev_model *model, struct jev_engine *engine,
+                                   const struct jev_decider_params *params, struct jev_decider **out,
+                                   struct jev_error *err) {
     struct jev_decider_params dp = params ? *params : jev_decider_default_params();
     struct jev_decider *d = calloc(1, sizeof *d);
     if (!d)
@@ -117,12 +132,7 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
     d->frame = jev_prompt_frame_default();
     d->image_max_side = dp.image_max_side == 0 ? 768 : dp.image_max_side;
     char path[4096];
-    enum jev_status s = JEV_OK;
-    if (dp.tokenizer)
-        snprintf(path, sizeof path, "%s", dp.tokenizer);
-    else
-        snprintf(path, sizeof path, "%s/tokenizer.json", model->dir);
-    s = jev_tokenizer_load(path, &d->tok, err);
+    enum jev_status s = decider_tokenizer(d, dp.tokenizer, path, sizeof path, err);
     if (s == JEV_OK) {
         s = jev_labels_build(&d->labels, encode_cb, d, d->frame.cue, err);
         if (s != JEV_OK) {
@@ -150,8 +160,9 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
                          c->vision.merge, c->vision.temporal_patch);
         if (s == JEV_OK) {
             d->max_patches = patch_capacity(&d->pre, d->image_max_side);
-            s = jev_vision_init(&d->vision, &c->vision, &engine->weights.w->vision, engine->ops, engine->be,
-                                d->max_patches, err);
+            if (engine)
+                s = jev_vision_init(&d->vision, &c->vision, &engine->weights.w->vision, engine->ops, engine->be,
+                                    d->max_patches, err);
             d->has_vision = s == JEV_OK;
         }
     }
@@ -161,7 +172,7 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
         (int64_t)t->n_linear_layers *
             ((int64_t)(t->conv_kernel - 1) * t->conv_dim + (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim) *
             (int64_t)sizeof(float) +
-        (int64_t)engine->state.max_pages * (int64_t)sizeof(int32_t) + (int64_t)sizeof(struct jev_seq);
+        (engine ? (int64_t)engine->state.max_pages * (int64_t)sizeof(int32_t) : 0) + (int64_t)sizeof(struct jev_seq);
     if (s != JEV_OK) {
         jev_decider_free(d);
         return s;
@@ -170,14 +181,31 @@ enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *eng
     return JEV_OK;
 }
 
+enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *engine,
+                                 const struct jev_decider_params *params, struct jev_decider **out,
+                                 struct jev_error *err) {
+    *out = NULL;
+    if (!model || !engine || engine->model != model)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decider: needs a model and an engine made from it");
+    return decider_new(model, engine, params, out, err);
+}
+
+enum jev_status jev_decider_planner(struct jev_model *model, const struct jev_decider_params *params,
+                                    struct jev_decider **out, struct jev_error *err) {
+    *out = NULL;
+    if (!model)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "decider: needs a model");
+    return decider_new(model, NULL, params, out, err);
+}
+
 void jev_decider_free(struct jev_decider *d) {
     if (!d)
         return;
     dc_kept_drop(d);
     dc_kept_image_drop(d);
-    if (d->has_vision)
+    if (d->has_vision && d->engine)
         jev_vision_free(&d->vision);
-    jev_tokenizer_free(d->tok);
+    jev_tokenizer_free(d->own_tok);
     free(d);
 }
 
@@ -243,6 +271,9 @@ enum jev_status dc_run(struct jev_decider *d, const struct jev_request *r, const
     memset(out, 0, sizeof *out);
     double t0 = jev_now_ms();
     req_init(q, d, r, p, out, err);
+    if (!d->engine)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "decide: this decider has no engine (a planner: it plans, runs nothing)");
     JEV_TRY(check_params(d, r, &q->p, err));
     struct jev_engine *e = d->engine;
     int64_t f0 = e->lm.n_forwards, t0_tok = e->lm.n_tokens, rows0 = e->lm.n_logit_rows;

@@ -73,7 +73,8 @@ enum jev_decide_scoring {
 /* Decider-wide settings, fixed at init (they size the vision buffers). */
 struct jev_decider_params {
     int32_t image_max_side; /* resize within this square before smart_resize; 0 = 768; < 0 = no bound */
-    const char *tokenizer;  /* tokenizer.json path; NULL = MODEL_DIR/tokenizer.json */
+    const char *tokenizer;  /* a tokenizer.json to use instead of the model's (loaded and owned by the
+                             * decider); NULL = the model's own (MODEL_DIR/tokenizer.json, shared) */
 };
 
 /* Per-request settings. Zero-initialised = the defaults except batch (use
@@ -140,24 +141,35 @@ struct jev_decide_params jev_decide_default_params(void);
 
 /*
  * Builds a decider over a loaded model and an engine made from it (neither
- * is owned; both must outlive the decider): loads the tokenizer, builds and
- * checks the label sets, reads preprocessor_config.json (Qwen3.5 defaults
- * when absent) and sizes the vision tower for image_max_side.
+ * is owned; both must outlive the decider): borrows the model's tokenizer,
+ * builds and checks the label sets, reads preprocessor_config.json (Qwen3.5
+ * defaults when absent) and sizes the vision tower for image_max_side.
  */
 enum jev_status jev_decider_init(struct jev_model *model, struct jev_engine *engine,
                                  const struct jev_decider_params *params, struct jev_decider **out,
                                  struct jev_error *err);
+
+/*
+ * A planner: a decider without an engine, for sizing one before it exists.
+ * The same tokenizer, labels, prompt frame and image settings as
+ * jev_decider_init with these params, so jev_decide_plan and jev_decide_dump
+ * give what a decider over an engine would; jev_decide_run refuses
+ * (JEV_ERR_INVALID_ARG). Nothing is allocated for the vision tower.
+ */
+enum jev_status jev_decider_planner(struct jev_model *model, const struct jev_decider_params *params,
+                                    struct jev_decider **out, struct jev_error *err);
 void jev_decider_free(struct jev_decider *d);
 
-/* The tokenizer the decider loaded (owned by it). */
+/* The tokenizer the decider uses: the model's, or its params' override (owned by the decider). */
 const struct jev_tokenizer *jev_decider_tokenizer(const struct jev_decider *d);
 
 /*
  * Engine sizes that a request needs with these params, to build a suitable
  * engine before the call: max_batch (sequences alive at once, trie forks
  * included, minus one) and max_tokens (longest sequence). Tokenizes the
- * prompts (no forwards). Only d's tokenizer and labels are used, so an
- * engine of any size will do for d.
+ * prompts and decodes the image for its size (no forwards). Only d's
+ * tokenizer, labels and image settings are used: d is normally a planner
+ * (jev_decider_planner), made before the engine it sizes.
  */
 enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                                 int32_t *max_batch, int32_t *max_tokens, struct jev_error *err);

@@ -9,10 +9,12 @@
  */
 #include "model/engine.h" // defines: struct jev_engine
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/profile.h" // defines: jev_profile_wrap, jev_profile_report
+/* What jev_engine_counts reports: engines and weight mirrors made by this process. */
+static atomic_llong engines_made, mirrors_made;
 
 /* The defaults of include/jev.h: 8192 tokens, 64 sequences per batch, 512-token prefill slices. */
 struct jev_engine_params jev_engine_default_params(void) {
@@ -44,34 +46,16 @@ static enum jev_status engine_fail(struct jev_engine *e, struct jev_engine **out
     return e->err.status;
 }
 
-/* The model's backend choice (jev_backend_parse): CPU over the pool, or one CUDA device. */
+/* The model's backend (registry entry and device, jev_backend_parse) over the engine's pool. */
 static enum jev_status backend_new(struct jev_engine *e) {
-#ifdef JEV_HAVE_CUDA
-    if (e->model->backend == JEV_BACKEND_CUDA) {
-        e->ops = &jev_cuda_ops;
-        return jev_cuda_backend_new(e->model->device, &e->be, &e->err);
-    }
-#endif
-    e->ops = &jev_cpu_ops;
-    e->be = jev_cpu_backend_new(e->pool);
-    if (!e->be)
-        return jev_fail(&e->err, JEV_ERR_NOMEM, "jev_engine_init: cannot create the CPU backend");
-    return JEV_OK;
-}
-
-static void backend_free(struct jev_engine *e) {
-#ifdef JEV_HAVE_CUDA
-    if (e->model && e->model->backend == JEV_BACKEND_CUDA) {
-        jev_cuda_backend_free(e->be);
-        return;
-    }
-#endif
-    jev_cpu_backend_free(e->be);
+    e->reg = e->model->backend ? e->model->backend : &jev_backend_reg_cpu;
+    e->ops = e->reg->ops;
+    return e->reg->create(e->model->device, e->pool, &e->backend, &e->err);
 }
 
 /*
- * Order: pool, backend, weights mirror, state, LM. Each step may fail; the engine struct is
- * calloc'ed first, so jev_engine_free can undo any prefix of the steps.
+ * Order: pool, backend (+ its profiler), weights mirror, state, LM. Each step may fail; the engine
+ * struct is calloc'ed first, so jev_engine_free can undo any prefix of the steps.
  */
 static enum jev_status engine_init(struct jev_model *model, const struct jev_engine_params *params,
                                    const struct jev_ops *ops, struct jev_backend *be, struct jev_engine **out) {
@@ -81,6 +65,7 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
     struct jev_engine *e = calloc(1, sizeof *e);
     if (!e)
         return JEV_ERR_NOMEM;
+    atomic_fetch_add(&engines_made, 1);
     if (!model)
         return engine_fail(e, out, jev_fail(&e->err, JEV_ERR_INVALID_ARG, "jev_engine_init: model is NULL"));
     e->model = model;
@@ -105,14 +90,20 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         return engine_fail(e, out, e->err.status);
     if (ops) { /* the caller's backend (jev_engine_init_on) */
         e->ops = ops;
-        e->be = be;
+        e->backend = be;
         e->be_borrowed = true;
     } else if (JEV_OK != backend_new(e)) {
         return engine_fail(e, out, e->err.status);
     }
-    if (jev_profile_requested()) /* JEV_PROFILE=1: time every op (backend/profile.h) */
-        e->ops = jev_profile_wrap(e->ops);
+    e->be = e->backend;
+    if (jev_profile_requested()) { /* JEV_PROFILE=1: this engine's ops timed (backend/profile.h) */
+        if (JEV_OK != jev_profile_new(e->ops, e->backend, &e->profile, &e->err))
+            return engine_fail(e, out, e->err.status);
+        e->ops = jev_profile_ops(e->profile);
+        e->be = jev_profile_backend(e->profile);
+    }
     /* the backend's copy of the weights (the model's own for the CPU), before any activation */
+    atomic_fetch_add(&mirrors_made, 1);
     if (JEV_OK != jev_weights_mirror_init(&e->weights, cfg, &model->weights, e->ops, e->be, &e->err))
         return engine_fail(e, out, e->err.status);
     struct jev_state_params sp = {
@@ -148,15 +139,27 @@ enum jev_status jev_engine_init_on(struct jev_model *model, const struct jev_eng
 void jev_engine_free(struct jev_engine *e) {
     if (!e)
         return;
-    if (jev_profile_is_wrapped(e->ops))
-        jev_profile_report(stderr);
+    if (e->profile)
+        jev_profile_report(e->profile, stderr);
     jev_lm_free(&e->lm);
     jev_state_free(&e->state);
-    jev_weights_mirror_free(&e->weights);
-    if (!e->be_borrowed)
-        backend_free(e);
+    jev_weights_mirror_free(&e->weights); /* through e->ops: the profiler passes it on, so it goes after */
+    jev_profile_free(e->profile);
+    if (!e->be_borrowed && e->reg)
+        e->reg->destroy(e->backend);
     jev_pool_free(e->pool);
     free(e);
+}
+
+void jev_engine_describe(const struct jev_engine *e, struct jev_backend_info *info) {
+    jev_backend_describe(e->reg, e->backend, info);
+}
+
+void jev_engine_counts(int64_t *engines, int64_t *mirrors) {
+    if (engines)
+        *engines = (int64_t)atomic_load(&engines_made);
+    if (mirrors)
+        *mirrors = (int64_t)atomic_load(&mirrors_made);
 }
 
 const char *jev_engine_last_error(const struct jev_engine *e) { return e ? e->err.msg : "no engine"; }

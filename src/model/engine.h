@@ -2,10 +2,14 @@
  * engine.h - struct jev_engine: one worker over a shared, immutable model.
  *
  * An engine owns everything a request stream mutates: the thread pool and
- * backend instance, the sequence-state pool (K/V pages, DeltaNet states),
- * the language model's activation arena and the last error text. Sizes come
- * from struct jev_engine_params and everything is allocated in
- * jev_engine_init; nothing is allocated per token afterwards.
+ * backend instance (made by the registry entry the model names,
+ * backend/registry.h), its op profile when JEV_PROFILE is set, the
+ * sequence-state pool (K/V pages, DeltaNet states), the language model's
+ * activation arena and the last error text. Sizes come from struct
+ * jev_engine_params and everything is allocated in jev_engine_init; nothing
+ * is allocated per token afterwards. The weights mirror is the one big
+ * allocation an engine adds to the model (a device copy of every weight on
+ * CUDA), so a tool builds one engine per command, sized before it is built.
  *
  * The public half (jev_engine_init / jev_engine_free /
  * jev_engine_last_error) is declared in include/jev.h; this header gives the
@@ -21,6 +25,8 @@
 #define JEV_MODEL_ENGINE_H
 
 #include "backend/ops.h"          // defines: struct jev_ops, struct jev_backend
+#include "backend/profile.h"      // defines: struct jev_profile
+#include "backend/registry.h"     // defines: struct jev_backend_reg, struct jev_backend_info
 #include "base/error.h"           // defines: struct jev_error
 #include "base/pool.h"            // defines: struct jev_pool
 #include "jev.h"                  // defines: struct jev_engine_params
@@ -36,8 +42,11 @@ struct jev_engine {
     const struct jev_model *model;     /* shared, immutable (not owned) */
     struct jev_engine_params params;   /* as used, defaults filled */
     struct jev_pool *pool;             /* worker threads */
-    struct jev_backend *be;            /* backend instance over pool */
-    const struct jev_ops *ops;         /* the backend's op table */
+    const struct jev_backend_reg *reg; /* the registry entry that made backend; NULL: the caller's (init_on) */
+    struct jev_backend *backend;       /* the backend instance over pool */
+    struct jev_profile *profile;       /* JEV_PROFILE: the timer in front of backend (owned); else NULL */
+    struct jev_backend *be;            /* what the forwards pass to ops: backend, or the profiler's instance */
+    const struct jev_ops *ops;         /* the table for be: the backend's, or the profiler's */
     struct jev_weights_mirror weights; /* the backend's view of the model's weights (weights.w) */
     struct jev_state state;            /* sequences: K/V page pool + linear states */
     struct jev_lm lm;                  /* language model forward and its activations */
@@ -56,5 +65,12 @@ enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_erro
 
 /* Bytes the engine allocated at init (state pool + activations). */
 size_t jev_engine_bytes(const struct jev_engine *e);
+
+/* The backend's device, driver, memory and libraries (backend/registry.h), for the benchmark record. */
+void jev_engine_describe(const struct jev_engine *e, struct jev_backend_info *info);
+
+/* Engines and weight mirrors this process has made so far (both count at jev_engine_init, failed
+ * inits included once they got that far): what the CLI reports with -v and its tests check. */
+void jev_engine_counts(int64_t *engines, int64_t *mirrors);
 
 #endif

@@ -4,9 +4,9 @@
  *
  * Order: config.json (+ generation_config.json) -> open the tensor set ->
  * detect the layout from names -> size the vector arena from the config ->
- * map every weight (checks presence, dtype class and shape) -> tokenizer
- * (TOKENIZER-HOOK). Any failure frees what was built and names the file,
- * tensor or field.
+ * map every weight (checks presence, dtype class and shape). Any failure
+ * frees what was built and names the file, tensor or field. The tokenizer
+ * is the model's too, loaded on first use (jev_model_tokenizer).
  */
 #include "model/model.h" // defines: struct jev_model
 
@@ -25,27 +25,22 @@ struct jev_model_params jev_model_default_params(void) {
     return p;
 }
 
-enum jev_status jev_backend_parse(const char *name, int32_t *backend, int32_t *device, struct jev_error *err) {
-    *backend = JEV_BACKEND_CPU;
-    *device = 0;
-    if (!name || !strcmp(name, "cpu"))
-        return JEV_OK;
-    if (strncmp(name, "cuda", 4) != 0 || (name[4] != '\0' && name[4] != ':'))
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "backend \"%s\": expected cpu, cuda or cuda:N", name);
-    if (name[4] == ':') {
-        char *end = NULL;
-        long d = strtol(name + 5, &end, 10);
-        if (name[5] < '0' || name[5] > '9' || *end != '\0' || d < 0 || d > 255) /* digits only: no sign, no space */
-            return jev_fail(err, JEV_ERR_INVALID_ARG, "backend \"%s\": the device is a number 0..255", name);
-        *device = (int32_t)d;
-    }
-#ifdef JEV_HAVE_CUDA
-    *backend = JEV_BACKEND_CUDA;
-    return JEV_OK;
-#else
-    return jev_fail(err, JEV_ERR_UNSUPPORTED, "backend \"%s\": this build has no CUDA backend (build with make CUDA=1)",
-                    name);
-#endif
+/*
+ * Loaded once per model, on first use, under the model's lock: the deciders of several engines (a
+ * server's, or tests') may ask at the same time, and all of them get the one object.
+ */
+enum jev_status jev_model_tokenizer(struct jev_model *m, const struct jev_tokenizer **out, struct jev_error *err) {
+    *out = NULL;
+    char path[4096];
+    if (snprintf(path, sizeof path, "%s/tokenizer.json", m->dir) >= (int)sizeof path)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "%s: the model directory's path is too long", m->dir);
+    enum jev_status st = JEV_OK;
+    pthread_mutex_lock(&m->tokenizer_lock);
+    if (!m->tokenizer)
+        st = jev_tokenizer_load(path, &m->tokenizer, err);
+    *out = m->tokenizer;
+    pthread_mutex_unlock(&m->tokenizer_lock);
+    return st;
 }
 
 /*
@@ -63,11 +58,12 @@ enum jev_status jev_model_open(const char *dir, const struct jev_model_params *p
     struct jev_model *m = calloc(1, sizeof *m);
     if (!m)
         return jev_fail(err, JEV_ERR_NOMEM, "%s: out of memory", dir);
+    pthread_mutex_init(&m->tokenizer_lock, NULL); /* first, so that jev_model_free may always destroy it */
     m->params = params ? *params : jev_model_default_params();
-    enum jev_status bs = jev_backend_parse(m->params.backend, &m->backend, &m->device, err);
+    enum jev_status bs = jev_backend_parse(m->params.backend, &m->backend, &m->device, err); /* backend/registry.h */
     m->params.backend = NULL; /* the caller's string is not kept */
     if (bs != JEV_OK) {
-        free(m);
+        jev_model_free(m);
         return bs;
     }
     struct jev_quant_overrides q = {0};
@@ -88,7 +84,6 @@ enum jev_status jev_model_open(const char *dir, const struct jev_model_params *p
         goto fail;
     if ((st = jev_weights_map(&m->tensors, m->layout, &m->config, &q, &m->vectors, &m->weights, err)) != JEV_OK)
         goto fail;
-    /* TOKENIZER-HOOK: load DIR/tokenizer.json (+ tokenizer_config.json) here, once the tokenizer lands. */
     jev_quant_overrides_free(&q);
     *out = m;
     return JEV_OK;
@@ -115,6 +110,8 @@ enum jev_status jev_model_load(const char *dir, const struct jev_model_params *p
 void jev_model_free(struct jev_model *m) {
     if (!m)
         return;
+    jev_tokenizer_free(m->tokenizer);
+    pthread_mutex_destroy(&m->tokenizer_lock);
     jev_arena_free(&m->vectors);
     jev_st_set_close(&m->tensors);
     free(m->dir);

@@ -4,8 +4,10 @@
  * Each test runs one op on the CPU backend (the reference: the same table
  * tests/test-ops.c checks against the scalar forms) and on the CUDA backend
  * over the same inputs, downloads the result and compares with NMSE, as
- * tests/test-ops.c does. These binaries are built with `make CUDA=1
- * cuda-tests` and run on the GPU machine (scripts/device/cuda-check.sh): CI has
+ * tests/test-ops.c does. The CUDA backend comes from the registry
+ * (backend/registry.h, entry "cuda"), as the engine gets it. These binaries
+ * are built with `make CUDA=1 cuda-tests` and run on the GPU machine
+ * (scripts/device/cuda-check.sh): CI has
  * no GPU, so they are not part of `make test`.
  *
  * Header-only on purpose: each test binary is one translation unit.
@@ -27,16 +29,18 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend/cpu/cpu.h" // defines: jev_cpu_ops, jev_cpu_backend_new
-#include "backend/ops.h"     // defines: jev_cuda_ops, jev_cuda_backend_new
-#include "base/pool.h"       // defines: jev_pool_init
+#include "backend/cpu/cpu.h"  // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "backend/registry.h" // defines: jev_backend_find, struct jev_backend_reg
+#include "base/pool.h"        // defines: jev_pool_init
 #include "../test-matrices.h" // defines: mat_nmse (and the host matrices)
 
 #define CT_NMSE_F32 1e-7
 
 static struct jev_pool *ct_pool;
-static struct jev_backend *ct_cpu; /* reference */
-static struct jev_backend *ct_gpu; /* under test */
+static struct jev_backend *ct_cpu;           /* reference */
+static struct jev_backend *ct_gpu;           /* under test */
+static const struct jev_backend_reg *ct_reg; /* the registry's CUDA entry */
+static const struct jev_ops *ct_ops;         /* its op table */
 
 /* The GPU machine has no gdb (cuda-gdb is there, and debugs host code too): a crash prints its
  * address and the stack (module+offset pairs for addr2line against the unstripped binary). Run
@@ -64,7 +68,12 @@ static int ct_setup(void **state) {
     if (jev_pool_init(&ct_pool, 4, &err) != JEV_OK)
         return -1;
     ct_cpu = jev_cpu_backend_new(ct_pool);
-    if (jev_cuda_backend_new(0, &ct_gpu, &err) != JEV_OK) {
+    if (!(ct_reg = jev_backend_find("cuda"))) {
+        fprintf(stderr, "cuda backend: not in the registry (these tests are built with make CUDA=1)\n");
+        return -1;
+    }
+    ct_ops = ct_reg->ops;
+    if (ct_reg->create(0, ct_pool, &ct_gpu, &err) != JEV_OK) {
         fprintf(stderr, "cuda backend: %s\n", err.msg);
         return -1;
     }
@@ -73,7 +82,7 @@ static int ct_setup(void **state) {
 
 static int ct_teardown(void **state) {
     (void)state;
-    jev_cuda_backend_free(ct_gpu);
+    ct_reg->destroy(ct_gpu);
     jev_cpu_backend_free(ct_cpu);
     jev_pool_free(ct_pool);
     return 0;
@@ -96,29 +105,29 @@ static inline float *ct_host(int64_t n) {
 
 /* A device copy of n host floats (or zeroed device floats when host is NULL). */
 static inline float *ct_up(const float *host, int64_t n) {
-    float *d = jev_cuda_ops.alloc(ct_gpu, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    float *d = ct_ops->alloc(ct_gpu, (size_t)(n > 0 ? n : 1) * sizeof(float));
     assert_non_null(d);
     if (host)
-        jev_cuda_ops.upload(ct_gpu, d, host, (size_t)n * sizeof(float));
+        ct_ops->upload(ct_gpu, d, host, (size_t)n * sizeof(float));
     return d;
 }
 
 /* No queued op has failed so far (a launch error would otherwise show only as wrong numbers). */
 static inline void ct_status_ok(const char *what) {
     struct jev_error err = {0};
-    if (jev_cuda_ops.status(ct_gpu, &err) != JEV_OK)
+    if (ct_ops->status(ct_gpu, &err) != JEV_OK)
         fail_msg("%s: %s", what, err.msg);
 }
 
 /* n device floats -> a new host buffer (freed with free()), after every queued op ran without a fault. */
 static inline float *ct_down(const float *dev, int64_t n) {
     float *h = ct_host(n);
-    jev_cuda_ops.download(ct_gpu, h, dev, (size_t)n * sizeof(float));
+    ct_ops->download(ct_gpu, h, dev, (size_t)n * sizeof(float));
     ct_status_ok("a queued op");
     return h;
 }
 
-static inline void ct_free(void *dev) { jev_cuda_ops.free(ct_gpu, dev); }
+static inline void ct_free(void *dev) { ct_ops->free(ct_gpu, dev); }
 
 /* Fails the test with the op's description when NMSE exceeds limit (or a value is not finite). */
 static inline void ct_check(const char *what, const float *ref, const float *got, int64_t n, double limit) {
@@ -142,7 +151,7 @@ static inline void ct_check_dev(const char *what, const float *ref, const float 
 static inline struct jev_matrix ct_mirror(const struct jev_matrix *host) {
     struct jev_matrix m;
     struct jev_error err = {0};
-    if (jev_cuda_ops.matrix_mirror(ct_gpu, host, &m, &err) != JEV_OK)
+    if (ct_ops->matrix_mirror(ct_gpu, host, &m, &err) != JEV_OK)
         fail_msg("matrix_mirror %s: %s", host->name ? host->name : "?", err.msg);
     return m;
 }

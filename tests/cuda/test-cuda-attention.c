@@ -12,7 +12,7 @@
  *   benchmark image (1824 patches, 12 heads of 64), a tiny case, and 64 heads of 16 over 2100
  *   rows, whose scores exceed the kernel's scratch bound so that queries go in several blocks.
  */
-#include "cuda-test.h" // defines: ct_setup, ct_up, ct_check, jev_cpu_ops, jev_cuda_ops
+#include "cuda-test.h" // defines: ct_setup, ct_up, ct_check, jev_cpu_ops, ct_ops
 
 #define MAX_RUNS 80
 #define MAX_SPANS 64 /* per run */
@@ -78,11 +78,11 @@ static void attention_case(const char *name, const struct acase *c, int32_t hq, 
         row0 += c->len[r];
     }
     jev_cpu_ops.attention(ct_cpu, &s, q, hr, c->n_runs, o);
-    jev_cuda_ops.attention(ct_gpu, &s, dq, dr, c->n_runs, dout);
+    ct_ops->attention(ct_gpu, &s, dq, dr, c->n_runs, dout);
 
     char what[128];
-    snprintf(what, sizeof what, "attention %s Hq %d Hkv %d dh %d (%d runs, %lld rows)", name, hq, hkv, dh,
-             c->n_runs, (long long)rows);
+    snprintf(what, sizeof what, "attention %s Hq %d Hkv %d dh %d (%d runs, %lld rows)", name, hq, hkv, dh, c->n_runs,
+             (long long)rows);
     float *got = ct_down(dout, nq);
     printf("  %-72s NMSE %.3g\n", what, mat_nmse(o, got, nq));
     ct_check(what, o, got, nq, CT_NMSE_F32);
@@ -156,7 +156,7 @@ static void vision_case(int64_t n, int32_t heads, int32_t hd) {
     float scale = 1.0f / sqrtf((float)hd);
     jev_cpu_ops.vision_attention(ct_cpu, qkv, n, heads, hd, scale, o);
     float *dqkv = ct_up(qkv, nqkv), *dout = ct_up(NULL, no);
-    jev_cuda_ops.vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
+    ct_ops->vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
     char what[96];
     snprintf(what, sizeof what, "vision_attention n %lld H %d hd %d", (long long)n, heads, hd);
     float *got = ct_down(dout, no);

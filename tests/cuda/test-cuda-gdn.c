@@ -42,7 +42,7 @@ static void conv_case(int32_t C, int32_t K, const int32_t *len, const bool *fres
     }
     float *u = ct_host(rows * C);
     jev_cpu_ops.gdn_conv(ct_cpu, mixed, taps, C, K, cpu_runs, n_runs, u);
-    jev_cuda_ops.gdn_conv(ct_gpu, d_mixed, d_taps, C, K, gpu_runs, n_runs, d_u);
+    ct_ops->gdn_conv(ct_gpu, d_mixed, d_taps, C, K, gpu_runs, n_runs, d_u);
 
     char what[96];
     snprintf(what, sizeof what, "gdn_conv out C %d K %d runs %d", C, K, n_runs);
@@ -84,8 +84,8 @@ static void test_gdn_conv(void **state) {
     }
     conv_case(6144, 4, one, carried, 65);
     /* no runs: nothing queued, nothing fails */
-    jev_cuda_ops.gdn_conv(ct_gpu, NULL, NULL, 6144, 4, NULL, 0, NULL);
-    jev_cuda_ops.sync(ct_gpu);
+    ct_ops->gdn_conv(ct_gpu, NULL, NULL, 6144, 4, NULL, 0, NULL);
+    ct_ops->sync(ct_gpu);
 }
 
 /* ---- delta rule ---- */
@@ -129,7 +129,7 @@ static void rule_case(struct jev_gdn_shape s, const int32_t *len, const bool *re
     }
     float *o = ct_host(out_n);
     jev_cpu_ops.gdn_rule(ct_cpu, &s, u, g, beta, cpu_runs, n_runs, o);
-    jev_cuda_ops.gdn_rule(ct_gpu, &s, d_u, d_g, d_beta, gpu_runs, n_runs, d_o);
+    ct_ops->gdn_rule(ct_gpu, &s, d_u, d_g, d_beta, gpu_runs, n_runs, d_o);
 
     char what[128];
     snprintf(what, sizeof what, "gdn_rule out hk %d hv %d dk %d dv %d runs %d%s", s.hk, s.hv, s.dk, s.dv, n_runs,
@@ -160,7 +160,7 @@ static void test_gdn_rule(void **state) {
     /* (hk, hv, dk, dv, chunk): small; grouped small; odd dims (dv not a multiple of a column slice); the 0.8B
      * model's; grouped at the model's head dims; a key dim above 128 (the kernel's 32-row form) */
     const struct jev_gdn_shape shapes[6] = {
-        {2, 2, 16, 16, 64},      {2, 4, 16, 16, 64},   {1, 3, 24, 40, 64},
+        {2, 2, 16, 16, 64},     {2, 4, 16, 16, 64},   {1, 3, 24, 40, 64},
         {16, 16, 128, 128, 64}, {2, 4, 128, 128, 64}, {1, 2, 256, 64, 64},
     };
     /* chunked 130 (three chunks), recurrent 1, chunked 64 (one chunk), recurrent 3, chunked 65, chunked 1 */
@@ -188,8 +188,8 @@ static void test_gdn_rule_many_runs(void **state) {
     rule_case(model, one, all, fresh, 65, false);
     rule_case(model, one, all, fresh, 65, true);
     /* no runs: nothing queued, nothing fails */
-    jev_cuda_ops.gdn_rule(ct_gpu, &model, NULL, NULL, NULL, NULL, 0, NULL);
-    jev_cuda_ops.sync(ct_gpu);
+    ct_ops->gdn_rule(ct_gpu, &model, NULL, NULL, NULL, NULL, 0, NULL);
+    ct_ops->sync(ct_gpu);
 }
 
 int main(void) {

@@ -6,7 +6,7 @@
  *   and MLX affine matrices of every bit width (2, 3, 4, 5, 6, 8) with f32, bf16 and f16 scales,
  *   odd shapes included; an affine matrix of an unsupported width fails with
  *   JEV_ERR_UNSUPPORTED naming the matrix.
- * - matmul: jev_cuda_ops.matmul on the mirror against jev_cpu_ops.matmul on the host matrix,
+ * - matmul: ct_ops->matmul on the mirror against jev_cpu_ops.matmul on the host matrix,
  *   token counts 1 (sgemv), 2, 7, 33, 300 (sgemm), NMSE <= 1e-7.
  * - matmul_rows: scattered, repeated and unsorted row ids, both regimes (few tokens: rows read in
  *   place; more: gathered), and 40000 candidate rows so that the gathered rows take several
@@ -15,7 +15,7 @@
  * Matrices are built as tests/test-ops.c's mat_make does: deterministic values, affine codes
  * written into the little-endian bit stream, scales and biases rounded to their stype.
  */
-#include "cuda-test.h"     // defines: ct_setup, ct_mirror, ct_up, ct_check, jev_cpu_ops, jev_cuda_ops
+#include "cuda-test.h"        // defines: ct_setup, ct_mirror, ct_up, ct_check, jev_cpu_ops, ct_ops
 #include "../test-matrices.h" // defines: struct mat, mat_make, mat_free
 
 #include "base/half.h" // defines: jev_f32_to_bf16, jev_f32_to_f16
@@ -56,13 +56,13 @@ static void mirror_exact(const struct mcase *mc, int64_t seed) {
     float *got = ct_down(m.data, n);
     for (int64_t i = 0; i < n; i++)
         if (memcmp(&ref[i], &got[i], sizeof(float)) != 0)
-            fail_msg("mirror %s: row %lld col %lld is %.9g on CUDA, %.9g on CPU", mc->name,
-                     (long long)(i / mc->cols), (long long)(i % mc->cols), (double)got[i], (double)ref[i]);
+            fail_msg("mirror %s: row %lld col %lld is %.9g on CUDA, %.9g on CPU", mc->name, (long long)(i / mc->cols),
+                     (long long)(i % mc->cols), (double)got[i], (double)ref[i]);
     printf("  mirror %-57s exact\n", mc->name);
     free(ref);
     free(got);
     free(ids);
-    jev_cuda_ops.matrix_release(ct_gpu, &m);
+    ct_ops->matrix_release(ct_gpu, &m);
     mat_free(&a);
 }
 
@@ -71,8 +71,8 @@ static void test_mirror_exact(void **state) {
     for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++)
         mirror_exact(&mcases[c], (int64_t)c);
     /* above the upload's 256 MiB chunk (the hf layout's bf16 embedding is 508 MB): later chunks too */
-    const struct mcase big = {"bf16 140000 x 1024 (two upload chunks)", JEV_MTYPE_BF16, 140000, 1024, 0, 0,
-                              JEV_STYPE_F32};
+    const struct mcase big = {
+        "bf16 140000 x 1024 (two upload chunks)", JEV_MTYPE_BF16, 140000, 1024, 0, 0, JEV_STYPE_F32};
     mirror_exact(&big, 99);
 }
 
@@ -83,7 +83,7 @@ static void test_mirror_unsupported(void **state) {
     a.m.name = "blk.0.bad.weight";
     struct jev_matrix m;
     struct jev_error err = {0};
-    enum jev_status st = jev_cuda_ops.matrix_mirror(ct_gpu, &a.m, &m, &err);
+    enum jev_status st = ct_ops->matrix_mirror(ct_gpu, &a.m, &m, &err);
     assert_int_equal(st, JEV_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "blk.0.bad.weight"));
     mat_free(&a);
@@ -103,17 +103,16 @@ static void test_matmul(void **state) {
             ct_fill(x, n * mc->cols, 100 + (int64_t)t, 1.0f);
             jev_cpu_ops.matmul(ct_cpu, &a.m, x, n, yr);
             float *dx = ct_up(x, n * mc->cols), *dy = ct_up(NULL, n * mc->rows);
-            jev_cuda_ops.matmul(ct_gpu, &m, dx, n, dy);
+            ct_ops->matmul(ct_gpu, &m, dx, n, dy);
             char what[128];
-            snprintf(what, sizeof what, "matmul %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols,
-                     (long long)n);
+            snprintf(what, sizeof what, "matmul %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols, (long long)n);
             check_dev(what, yr, dy, n * mc->rows);
             ct_free(dx);
             ct_free(dy);
             free(x);
             free(yr);
         }
-        jev_cuda_ops.matrix_release(ct_gpu, &m);
+        ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
     }
 }
@@ -132,7 +131,7 @@ static void rows_case(const char *name, const struct mat *a, const struct jev_ma
     ct_fill(x, n * cols, 200 + n, 1.0f);
     jev_cpu_ops.matmul_rows(ct_cpu, &a->m, ids, n_ids, x, n, yr);
     float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * n_ids);
-    jev_cuda_ops.matmul_rows(ct_gpu, m, ids, n_ids, dx, n, dy);
+    ct_ops->matmul_rows(ct_gpu, m, ids, n_ids, dx, n, dy);
     char what[128];
     snprintf(what, sizeof what, "matmul_rows %s ids %d n %lld", name, n_ids, (long long)n);
     check_dev(what, yr, dy, n * n_ids);
@@ -155,7 +154,7 @@ static void test_matmul_rows(void **state) {
         }
         rows_case(mc->name, &a, &m, 5, 4); /* the last token count read in place */
         rows_case(mc->name, &a, &m, 5, 5); /* the first gathered */
-        jev_cuda_ops.matrix_release(ct_gpu, &m);
+        ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
     }
 }
@@ -167,17 +166,14 @@ static void test_matmul_rows_many(void **state) {
     struct jev_matrix m = ct_mirror(&a.m);
     rows_case("q4 300x1024", &a, &m, 40000, 2);
     rows_case("q4 300x1024", &a, &m, 40000, 9);
-    jev_cuda_ops.matrix_release(ct_gpu, &m);
+    ct_ops->matrix_release(ct_gpu, &m);
     mat_free(&a);
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mirror_exact),
-        cmocka_unit_test(test_mirror_unsupported),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_rows),
-        cmocka_unit_test(test_matmul_rows_many),
+        cmocka_unit_test(test_mirror_exact), cmocka_unit_test(test_mirror_unsupported), cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_rows),  cmocka_unit_test(test_matmul_rows_many),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }

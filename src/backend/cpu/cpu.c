@@ -3,6 +3,8 @@
  */
 #include "backend/cpu/cpu.h" // defines: struct jev_backend, jev_cpu_* ops
 
+#include "backend/registry.h" // defines: struct jev_backend_reg
+
 #include <cblas.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -154,4 +156,26 @@ const struct jev_ops jev_cpu_ops = {
     .vision_rope = jev_cpu_vision_rope,
     .vision_attention = jev_cpu_vision_attention,
     .vision_pos_add = jev_cpu_vision_pos_add,
+};
+
+/* ---- the registry entry (backend/registry.h) ---- */
+
+/* One CPU: the device number is always 0 (the parser gives "cpu" no ":N"). */
+static enum jev_status cpu_create(int32_t device, struct jev_pool *pool, struct jev_backend **out,
+                                  struct jev_error *err) {
+    (void)device;
+    *out = jev_cpu_backend_new(pool);
+    if (!*out)
+        return jev_fail(err, JEV_ERR_NOMEM, "cpu: cannot allocate the backend's scratch for %d threads",
+                        jev_pool_size(pool));
+    return JEV_OK;
+}
+
+/* No describe: the benchmark's host facts (CPU model, cores, BLAS) already say what it runs on. */
+const struct jev_backend_reg jev_backend_reg_cpu = {
+    .name = "cpu",
+    .ops = &jev_cpu_ops,
+    .create = cpu_create,
+    .destroy = jev_cpu_backend_free,
+    .describe = NULL,
 };

@@ -68,6 +68,13 @@ struct jev_cuda_block {
     size_t bytes;
 };
 
+/* The op table and the instance (cuda.c). Callers outside this folder reach them through the
+ * registry (backend/registry.h, entry "cuda"). Creation fails with a message naming the device or
+ * the CUDA error. */
+extern const struct jev_ops jev_cuda_ops;
+enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
+void jev_cuda_backend_free(struct jev_backend *be);
+
 /* cudaMalloc / cudaFree with the backend's byte count (what the benchmark reports as peak device
  * memory). jev_cuda_malloc returns NULL when the device or the count's table is out of room. */
 void *jev_cuda_malloc(struct jev_backend *be, size_t bytes);

@@ -18,7 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/error.h" // defines: jev_fail, JEV_ASSERT
+#include "backend/registry.h" // defines: struct jev_backend_reg, struct jev_backend_info
+#include "base/error.h"       // defines: jev_fail, JEV_ASSERT
 
 static const char *blas_text(cublasStatus_t s) {
     switch (s) {
@@ -90,28 +91,28 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     free(be);
 }
 
-void jev_cuda_backend_info(struct jev_backend *be, char *name, size_t name_size, char *driver, size_t driver_size,
-                           int64_t *memory_bytes) {
+/* The registry's describe: the device's name and memory, the driver API's version ("CUDA driver
+ * X.Y"; the benchmark records the kernel module's version instead when /proc has it), and the CUDA
+ * runtime's and cuBLAS's versions ("13.0", "13.1.0") as the record's libraries. */
+static void cuda_describe(struct jev_backend *be, struct jev_backend_info *info) {
     struct cudaDeviceProp prop;
     memset(&prop, 0, sizeof prop);
     cudaGetDeviceProperties(&prop, be->device);
-    snprintf(name, name_size, "%s", prop.name);
-    *memory_bytes = (int64_t)prop.totalGlobalMem;
-    /* the driver API's version; the benchmark prefers the kernel module's (jev_bench_env_detect) */
-    driver[0] = '\0';
+    snprintf(info->device, sizeof info->device, "%s", prop.name);
+    info->memory_bytes = (int64_t)prop.totalGlobalMem;
     int v = 0;
     if (cudaDriverGetVersion(&v) == cudaSuccess)
-        snprintf(driver, driver_size, "CUDA driver %d.%d", v / 1000, (v % 1000) / 10);
-}
-
-void jev_cuda_versions(struct jev_backend *be, char *runtime, size_t runtime_size, char *cublas, size_t cublas_size) {
-    int v = 0;
-    snprintf(runtime, runtime_size, "unknown");
+        snprintf(info->driver, sizeof info->driver, "CUDA driver %d.%d", v / 1000, (v % 1000) / 10);
+    char *rt = info->lib_versions[info->n_libs];
+    snprintf(info->lib_names[info->n_libs++], sizeof info->lib_names[0], "cuda runtime");
+    snprintf(rt, sizeof info->lib_versions[0], "unknown");
     if (cudaRuntimeGetVersion(&v) == cudaSuccess)
-        snprintf(runtime, runtime_size, "%d.%d", v / 1000, (v % 1000) / 10);
-    snprintf(cublas, cublas_size, "unknown");
+        snprintf(rt, sizeof info->lib_versions[0], "%d.%d", v / 1000, (v % 1000) / 10);
+    char *blas = info->lib_versions[info->n_libs];
+    snprintf(info->lib_names[info->n_libs++], sizeof info->lib_names[0], "cublas");
+    snprintf(blas, sizeof info->lib_versions[0], "unknown");
     if (cublasGetVersion(be->blas, &v) == CUBLAS_STATUS_SUCCESS) /* e.g. 130100 = 13.1.0 */
-        snprintf(cublas, cublas_size, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+        snprintf(blas, sizeof info->lib_versions[0], "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
 }
 
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where) {
@@ -252,11 +253,10 @@ static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err
         (void)cudaGetLastError();
         be->lost = cudaStreamSynchronize(be->stream) != cudaSuccess || cudaGetLastError() != cudaSuccess;
     }
-    enum jev_status st = jev_fail(err, be->lost ? JEV_ERR_DEVICE_LOST : JEV_ERR_CUDA,
-                                  "cuda: device %d: %s failed: %s%s", be->device,
-                                  be->first_error_where ? be->first_error_where : "an op",
-                                  cudaGetErrorString(be->first_error),
-                                  be->lost ? " (the device's context is lost: restart the process)" : "");
+    enum jev_status st =
+        jev_fail(err, be->lost ? JEV_ERR_DEVICE_LOST : JEV_ERR_CUDA, "cuda: device %d: %s failed: %s%s", be->device,
+                 be->first_error_where ? be->first_error_where : "an op", cudaGetErrorString(be->first_error),
+                 be->lost ? " (the device's context is lost: restart the process)" : "");
     if (!be->lost) {
         be->first_error = cudaSuccess;
         be->first_error_where = NULL;
@@ -332,4 +332,21 @@ const struct jev_ops jev_cuda_ops = {
     .vision_rope = jev_cuda_vision_rope,
     .vision_attention = jev_cuda_vision_attention,
     .vision_pos_add = jev_cuda_vision_pos_add,
+};
+
+/* ---- the registry entry (backend/registry.h) ---- */
+
+/* One device per instance; the engine's CPU pool is not used (the host only queues work). */
+static enum jev_status cuda_create(int32_t device, struct jev_pool *pool, struct jev_backend **out,
+                                   struct jev_error *err) {
+    (void)pool;
+    return jev_cuda_backend_new(device, out, err);
+}
+
+const struct jev_backend_reg jev_backend_reg_cuda = {
+    .name = "cuda",
+    .ops = &jev_cuda_ops,
+    .create = cuda_create,
+    .destroy = jev_cuda_backend_free,
+    .describe = cuda_describe,
 };
