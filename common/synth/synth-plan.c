@@ -1,8 +1,9 @@
 /*
  * synth-plan.c - what jev synth writes, before anything is written: the
  * deterministic random numbers, the MLX-style quantizer, and the plan (every
- * logical weight of the model in HF terms, how its values are drawn, and
- * which tensors it becomes in the chosen layout).
+ * logical weight of the model in HF terms, from the tensor table of
+ * model/tensors.h: how its values are drawn, and which tensors it becomes in
+ * the chosen layout).
  *
  * The HF tensor name is the generator key in both layouts, which is what
  * makes an mlx4 directory the quantization of the hf directory of the same
@@ -175,32 +176,12 @@ void jev_synth_quantize(const float *w, int64_t n, int32_t bits, int32_t group, 
 /* ---- the plan ---- */
 
 /*
- * The MLX name of an HF name (mlx-vlm's sanitize renames).
- * Name mapping of mlx-vlm's sanitize (HF name -> MLX name); mtp.* is never asked for.
- */
-static void mlx_name(const char *hf, char *out, size_t size) {
-    static const char *map[][2] = {
-        {"model.language_model.", "language_model.model."},
-        {"model.visual.", "vision_tower."},
-        {"lm_head", "language_model.lm_head"},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
-        size_t n = strlen(map[i][0]);
-        if (strncmp(hf, map[i][0], n) == 0) {
-            snprintf(out, size, "%s%s", map[i][1], hf + n);
-            return;
-        }
-    }
-    snprintf(out, size, "%s", hf);
-}
-
-/*
- * Adds one output tensor (name in the plan's layout, dtype, stored shape).
+ * Adds one output tensor: its name in the plan's layout + suffix, dtype, stored shape.
  * Allocation failures are remembered in pl->oom and reported once after
- * planning, which keeps the dozens of planning calls free of error checks.
+ * planning, which keeps the planning walk free of error checks.
  */
-static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const char *suffix, enum jev_dtype dt,
-                       int32_t ndim, const int64_t *shape) {
+static int32_t add_out(struct jev_synth_plan *pl, const char *name, const char *suffix, enum jev_dtype dt, int32_t ndim,
+                       const int64_t *shape) {
     if (pl->nt == pl->capt) {
         int32_t cap = pl->capt ? pl->capt * 2 : 256;
         struct jev_synth_tensor *t = realloc(pl->t, (size_t)cap * sizeof *t);
@@ -211,11 +192,7 @@ static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const cha
         pl->t = t;
         pl->capt = cap;
     }
-    char name[256], full[300];
-    if (pl->layout == JEV_SYNTH_MLX4)
-        mlx_name(hf_name, name, sizeof name);
-    else
-        snprintf(name, sizeof name, "%s", hf_name);
+    char full[JEV_TENSOR_NAME_MAX + 16];
     snprintf(full, sizeof full, "%s%s", name, suffix);
     struct jev_synth_tensor *o = &pl->t[pl->nt];
     memset(o, 0, sizeof *o);
@@ -233,8 +210,8 @@ static int32_t add_out(struct jev_synth_plan *pl, const char *hf_name, const cha
 }
 
 /* Adds one logical weight; its HF name is the generator key in every layout. */
-static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *key, enum jev_synth_gen g, double p0,
-                                       double p1, enum jev_synth_form f, int64_t rows, int64_t cols) {
+static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *key, const struct jev_tensor_kind *k,
+                                       enum jev_synth_form f, int64_t rows, int64_t cols) {
     static struct jev_synth_item dummy; /* absorbs writes after an allocation failure */
     if (pl->ni == pl->capi) {
         int32_t cap = pl->capi ? pl->capi * 2 : 256;
@@ -248,231 +225,73 @@ static struct jev_synth_item *add_item(struct jev_synth_plan *pl, const char *ke
     }
     struct jev_synth_item *it = &pl->it[pl->ni++];
     *it = (struct jev_synth_item){
-        .key = strdup(key), .gen = g, .p0 = p0, .p1 = p1, .form = f, .rows = rows, .cols = cols};
+        .key = strdup(key), .gen = k->gen, .p0 = k->p0, .p1 = k->p1, .form = f, .rows = rows, .cols = cols};
     pl->oom |= it->key == NULL;
     pl->n_params += rows * cols;
     return it;
 }
 
 /*
- * A Linear / Embedding `module` [rows, cols]; quantized in mlx4 when cols is a multiple of the group.
- * mlx's quantize predicate: a module is quantized when its input width is
- * a multiple of the group size (otherwise mlx leaves it in float, and so
- * does this writer; the loader accepts float matrices in MLX files).
+ * One tensor of the table's walk: its generator (keyed by the HF name) and
+ * its output tensors in the plan's layout.
+ * - A matrix is quantized in mlx4 when its input width is a multiple of the
+ *   group size (mlx's quantize predicate; otherwise mlx leaves it in float,
+ *   and so does this writer; the loader accepts float matrices in MLX
+ *   files): codes + scales + biases.
+ * - A (1 + w) norm is drawn as the offset w on a 2^-7 grid and stored as w
+ *   in hf and as 1 + w (exact in bf16) in mlx4.
+ * - The patch embedding is drawn in HF's (c, t, y, x) order for both
+ *   layouts and permuted to channels-last for mlx4 when written, so both
+ *   layouts hold the same kernel.
+ * - Everything else is stored as drawn, in the entry's dtype of the layout
+ *   (hf and mlx4 may differ: linear_attn.norm is f32 vs bf16).
  */
-static void plan_matrix(struct jev_synth_plan *pl, const char *module, int64_t rows, int64_t cols) {
-    char key[256];
-    snprintf(key, sizeof key, "%s.weight", module);
-    bool q = pl->layout == JEV_SYNTH_MLX4 && cols % pl->group == 0 && (cols * pl->bits) % 32 == 0;
-    enum jev_synth_form form = q ? JEV_FORM_QUANT : JEV_FORM_FLOAT;
-    struct jev_synth_item *it = add_item(pl, key, JEV_GEN_NORMAL, 0.02, 0, form, rows, cols);
-    if (!q) {
-        int64_t sh[2] = {rows, cols};
-        it->out[it->n_out++] = add_out(pl, module, ".weight", JEV_DTYPE_BF16, 2, sh);
+static void plan_tensor(struct jev_synth_plan *pl, const struct jev_config *c, const struct jev_tensor_at *at) {
+    const struct jev_tensor_kind *k = at->k;
+    bool mlx = pl->layout == JEV_SYNTH_MLX4;
+    enum jev_layout layout = mlx ? JEV_LAYOUT_MLX : JEV_LAYOUT_HF;
+    char hf[JEV_TENSOR_NAME_MAX], out[JEV_TENSOR_NAME_MAX], key[JEV_TENSOR_NAME_MAX + 16];
+    jev_tensor_name(at, JEV_LAYOUT_HF, hf);
+    jev_tensor_name(at, layout, out);
+    enum jev_dtype dt = mlx ? k->mlx_dtype : k->hf_dtype;
+    if (k->form == JEV_TFORM_MATRIX) {
+        snprintf(key, sizeof key, "%s.weight", hf);
+        bool q = mlx && at->cols % pl->group == 0 && (at->cols * pl->bits) % 32 == 0;
+        struct jev_synth_item *it = add_item(pl, key, k, q ? JEV_FORM_QUANT : JEV_FORM_FLOAT, at->rows, at->cols);
+        if (!q) {
+            int64_t sh[2] = {at->rows, at->cols};
+            it->out[it->n_out++] = add_out(pl, out, ".weight", dt, 2, sh);
+            return;
+        }
+        int64_t wsh[2] = {at->rows, at->cols * pl->bits / 32}, ssh[2] = {at->rows, at->cols / pl->group};
+        it->out[it->n_out++] = add_out(pl, out, ".weight", JEV_DTYPE_U32, 2, wsh);
+        it->out[it->n_out++] = add_out(pl, out, ".scales", JEV_DTYPE_BF16, 2, ssh);
+        it->out[it->n_out++] = add_out(pl, out, ".biases", JEV_DTYPE_BF16, 2, ssh);
         return;
     }
-    int64_t wsh[2] = {rows, cols * pl->bits / 32}, ssh[2] = {rows, cols / pl->group};
-    it->out[it->n_out++] = add_out(pl, module, ".weight", JEV_DTYPE_U32, 2, wsh);
-    it->out[it->n_out++] = add_out(pl, module, ".scales", JEV_DTYPE_BF16, 2, ssh);
-    it->out[it->n_out++] = add_out(pl, module, ".biases", JEV_DTYPE_BF16, 2, ssh);
+    enum jev_synth_form form = JEV_FORM_FLOAT;
+    if (mlx && k->form == JEV_TFORM_NORM1P)
+        form = JEV_FORM_SHIFTED;
+    if (mlx && k->form == JEV_TFORM_PATCH)
+        form = JEV_FORM_PATCH_MLX;
+    struct jev_synth_item *it = add_item(pl, hf, k, form, at->rows, at->cols);
+    int64_t sh[5];
+    int32_t nd = jev_tensor_file_shape(at, c, layout, sh);
+    it->out[it->n_out++] = add_out(pl, out, "", dt, nd, sh);
 }
 
 /*
- * A vector [n]: dtype per layout; shift_mlx stores 1 + w in mlx4 (the zero-centred norms).
- * hf and mlx4 may store a vector in different dtypes (linear_attn.norm: f32 vs bf16).
- */
-static void plan_vec(struct jev_synth_plan *pl, const char *name, int64_t n, enum jev_synth_gen g, double p0, double p1,
-                     enum jev_dtype hf_dt, enum jev_dtype mlx_dt, bool shift_mlx) {
-    bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    enum jev_synth_form form = mlx && shift_mlx ? JEV_FORM_SHIFTED : JEV_FORM_FLOAT;
-    struct jev_synth_item *it = add_item(pl, name, g, p0, p1, form, 1, n);
-    int64_t sh[1] = {n};
-    it->out[it->n_out++] = add_out(pl, name, "", mlx ? mlx_dt : hf_dt, 1, sh);
-}
-
-/* A zero-centred RMSNorm weight: w on a 2^-7 grid in hf, 1 + w (exact in bf16) in mlx4. */
-static void plan_norm1p(struct jev_synth_plan *pl, const char *name, int64_t n) {
-    plan_vec(pl, name, n, JEV_GEN_NORM_OFFSET, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, true);
-}
-
-/* A Linear's float bias. */
-static void plan_bias(struct jev_synth_plan *pl, const char *name, int64_t n) {
-    plan_vec(pl, name, n, JEV_GEN_NORMAL, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-}
-
-/* A LayerNorm weight (plain multiplier near 1) and bias. */
-static void plan_layernorm(struct jev_synth_plan *pl, const char *prefix, int64_t n) {
-    char b[256];
-    snprintf(b, sizeof b, "%s.weight", prefix);
-    plan_vec(pl, b, n, JEV_GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-    snprintf(b, sizeof b, "%s.bias", prefix);
-    plan_bias(pl, b, n);
-}
-
-/*
- * conv1d taps: HF [C, 1, K], MLX [C, K, 1]; the same flat order c*K + j.
- * U(-0.5, 0.5): the scale of PyTorch's default conv init for fan-in K = 4.
- */
-static void plan_conv(struct jev_synth_plan *pl, const char *name, int64_t ch, int64_t k) {
-    struct jev_synth_item *it = add_item(pl, name, JEV_GEN_UNIFORM, -0.5, 0.5, JEV_FORM_FLOAT, ch, k);
-    int64_t hf[3] = {ch, 1, k}, mlx[3] = {ch, k, 1};
-    it->out[it->n_out++] = add_out(pl, name, "", JEV_DTYPE_BF16, 3, pl->layout == JEV_SYNTH_MLX4 ? mlx : hf);
-}
-
-/* A gated attention block (also the MTP layer): q_proj holds query and gate per head. */
-static void plan_full_attn(struct jev_synth_plan *pl, const char *p, const struct jev_text_config *t) {
-    char b[256];
-    snprintf(b, sizeof b, "%sself_attn.q_proj", p);
-    plan_matrix(pl, b, t->q_proj_out, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.k_proj", p);
-    plan_matrix(pl, b, t->kv_dim, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.v_proj", p);
-    plan_matrix(pl, b, t->kv_dim, t->hidden);
-    snprintf(b, sizeof b, "%sself_attn.o_proj", p);
-    plan_matrix(pl, b, t->hidden, t->attn_out);
-    snprintf(b, sizeof b, "%sself_attn.q_norm.weight", p);
-    plan_norm1p(pl, b, t->head_dim);
-    snprintf(b, sizeof b, "%sself_attn.k_norm.weight", p);
-    plan_norm1p(pl, b, t->head_dim);
-}
-
-/* The SwiGLU MLP of a decoder layer. */
-static void plan_mlp(struct jev_synth_plan *pl, const char *p, const struct jev_text_config *t) {
-    char b[256];
-    snprintf(b, sizeof b, "%smlp.gate_proj", p);
-    plan_matrix(pl, b, t->intermediate, t->hidden);
-    snprintf(b, sizeof b, "%smlp.up_proj", p);
-    plan_matrix(pl, b, t->intermediate, t->hidden);
-    snprintf(b, sizeof b, "%smlp.down_proj", p);
-    plan_matrix(pl, b, t->hidden, t->intermediate);
-}
-
-/*
- * One decoder layer in the order the HF module lists its parameters. The
- * DeltaNet's A_log is f32 in both layouts (mlx's cast predicate keeps it)
- * and its gated norm is f32 in the official checkpoint.
- */
-static void plan_layer(struct jev_synth_plan *pl, const struct jev_text_config *t, int i) {
-    char p[128], b[256];
-    snprintf(p, sizeof p, "model.language_model.layers.%d.", i);
-    snprintf(b, sizeof b, "%sinput_layernorm.weight", p);
-    plan_norm1p(pl, b, t->hidden);
-    if (t->layer_kind[i] == JEV_LAYER_LINEAR) {
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_qkv", p);
-        plan_matrix(pl, b, t->conv_dim, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_z", p);
-        plan_matrix(pl, b, t->lin_value_dim, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_b", p);
-        plan_matrix(pl, b, t->lin_v_heads, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.in_proj_a", p);
-        plan_matrix(pl, b, t->lin_v_heads, t->hidden);
-        snprintf(b, sizeof b, "%slinear_attn.conv1d.weight", p);
-        plan_conv(pl, b, t->conv_dim, t->conv_kernel);
-        snprintf(b, sizeof b, "%slinear_attn.dt_bias", p);
-        plan_vec(pl, b, t->lin_v_heads, JEV_GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_BF16, JEV_DTYPE_BF16, false);
-        snprintf(b, sizeof b, "%slinear_attn.A_log", p); /* f32 in both (mlx's cast predicate keeps it) */
-        plan_vec(pl, b, t->lin_v_heads, JEV_GEN_A_LOG, 0, 0, JEV_DTYPE_F32, JEV_DTYPE_F32, false);
-        snprintf(b, sizeof b, "%slinear_attn.norm.weight", p); /* f32 in the official checkpoint, never shifted */
-        plan_vec(pl, b, t->lin_v_dim, JEV_GEN_ONE_NOISE, 0.02, 0, JEV_DTYPE_F32, JEV_DTYPE_BF16, false);
-        snprintf(b, sizeof b, "%slinear_attn.out_proj", p);
-        plan_matrix(pl, b, t->hidden, t->lin_value_dim);
-    } else {
-        plan_full_attn(pl, p, t);
-    }
-    snprintf(b, sizeof b, "%spost_attention_layernorm.weight", p);
-    plan_norm1p(pl, b, t->hidden);
-    plan_mlp(pl, p, t);
-}
-
-/*
- * The vision tower. The patch embedding is generated in HF's (c, t, y, x)
- * order for both layouts and permuted to channels-last for mlx4 when
- * written, so both layouts hold the same kernel.
- */
-static void plan_vision(struct jev_synth_plan *pl, const struct jev_vision_config *v) {
-    const char *vp = "model.visual.";
-    char b[256], p[128];
-    snprintf(b, sizeof b, "%spatch_embed.proj.weight", vp);
-    bool mlx = pl->layout == JEV_SYNTH_MLX4;
-    enum jev_synth_form form = mlx ? JEV_FORM_PATCH_MLX : JEV_FORM_FLOAT;
-    struct jev_synth_item *it = add_item(pl, b, JEV_GEN_NORMAL, 0.02, 0, form, v->hidden, v->patch_dim);
-    int64_t hf[5] = {v->hidden, v->in_channels, v->temporal_patch, v->patch, v->patch};
-    int64_t cl[5] = {v->hidden, v->temporal_patch, v->patch, v->patch, v->in_channels};
-    it->out[it->n_out++] = add_out(pl, b, "", JEV_DTYPE_BF16, 5, mlx ? cl : hf);
-    snprintf(b, sizeof b, "%spatch_embed.proj.bias", vp);
-    plan_bias(pl, b, v->hidden);
-    snprintf(b, sizeof b, "%spos_embed", vp);
-    plan_matrix(pl, b, v->n_pos_embed, v->hidden);
-    for (int j = 0; j < v->depth; j++) {
-        snprintf(p, sizeof p, "%sblocks.%d.", vp, j);
-        snprintf(b, sizeof b, "%snorm1", p);
-        plan_layernorm(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%snorm2", p);
-        plan_layernorm(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%sattn.qkv", p);
-        plan_matrix(pl, b, 3 * v->hidden, v->hidden);
-        snprintf(b, sizeof b, "%sattn.qkv.bias", p);
-        plan_bias(pl, b, 3 * v->hidden);
-        snprintf(b, sizeof b, "%sattn.proj", p);
-        plan_matrix(pl, b, v->hidden, v->hidden);
-        snprintf(b, sizeof b, "%sattn.proj.bias", p);
-        plan_bias(pl, b, v->hidden);
-        snprintf(b, sizeof b, "%smlp.linear_fc1", p);
-        plan_matrix(pl, b, v->intermediate, v->hidden);
-        snprintf(b, sizeof b, "%smlp.linear_fc1.bias", p);
-        plan_bias(pl, b, v->intermediate);
-        snprintf(b, sizeof b, "%smlp.linear_fc2", p);
-        plan_matrix(pl, b, v->hidden, v->intermediate);
-        snprintf(b, sizeof b, "%smlp.linear_fc2.bias", p);
-        plan_bias(pl, b, v->hidden);
-    }
-    snprintf(b, sizeof b, "%smerger.norm", vp);
-    plan_layernorm(pl, b, v->hidden);
-    snprintf(b, sizeof b, "%smerger.linear_fc1", vp);
-    plan_matrix(pl, b, v->merge_in, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc1.bias", vp);
-    plan_bias(pl, b, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc2", vp);
-    plan_matrix(pl, b, v->out_hidden, v->merge_in);
-    snprintf(b, sizeof b, "%smerger.linear_fc2.bias", vp);
-    plan_bias(pl, b, v->out_hidden);
-}
-
-/* The multi-token-prediction head of the official checkpoint (HF and jev ignore it; mlx-vlm drops it). */
-static void plan_mtp(struct jev_synth_plan *pl, const struct jev_text_config *t, int n) {
-    char p[64];
-    plan_matrix(pl, "mtp.fc", t->hidden, 2 * (int64_t)t->hidden);
-    plan_norm1p(pl, "mtp.pre_fc_norm_embedding.weight", t->hidden);
-    plan_norm1p(pl, "mtp.pre_fc_norm_hidden.weight", t->hidden);
-    for (int i = 0; i < n; i++) {
-        char b[128];
-        snprintf(p, sizeof p, "mtp.layers.%d.", i);
-        snprintf(b, sizeof b, "%sinput_layernorm.weight", p);
-        plan_norm1p(pl, b, t->hidden);
-        plan_full_attn(pl, p, t);
-        snprintf(b, sizeof b, "%spost_attention_layernorm.weight", p);
-        plan_norm1p(pl, b, t->hidden);
-        plan_mlp(pl, p, t);
-    }
-    plan_norm1p(pl, "mtp.norm.weight", t->hidden);
-}
-
-/*
- * Model order (embed, layers, norm, head, vision, mtp) decides sharding, as
- * HF's save_pretrained shards in state-dict order.
+ * The tensor table's walk is HF's state-dict order (embed, layers, norm,
+ * head, vision, mtp), which decides sharding, as HF's save_pretrained
+ * shards in state-dict order. The MTP head of the official checkpoint is
+ * written in hf only (HF and jev ignore it; mlx-vlm drops it).
  */
 void jev_synth_plan_model(struct jev_synth_plan *pl, const struct jev_config *c, int n_mtp) {
-    const struct jev_text_config *t = &c->text;
-    plan_matrix(pl, "model.language_model.embed_tokens", t->vocab_size, t->hidden);
-    for (int i = 0; i < t->n_layers; i++)
-        plan_layer(pl, t, i);
-    plan_norm1p(pl, "model.language_model.norm.weight", t->hidden);
-    if (!t->tie_embeddings)
-        plan_matrix(pl, "lm_head", t->vocab_size, t->hidden);
-    if (c->has_vision)
-        plan_vision(pl, &c->vision);
-    if (pl->layout == JEV_SYNTH_HF && n_mtp > 0)
-        plan_mtp(pl, t, n_mtp);
+    struct jev_tensor_walk w;
+    struct jev_tensor_at at;
+    jev_tensor_walk_init(&w, c, c->has_vision, pl->layout == JEV_SYNTH_HF ? n_mtp : 0);
+    while (jev_tensor_walk_next(&w, &at))
+        plan_tensor(pl, c, &at);
 }
 
 /* Frees names and arrays; safe after an out-of-memory plan. */
@@ -512,6 +331,7 @@ void jev_synth_values(const struct jev_synth_item *it, uint64_t key, uint64_t st
         case JEV_GEN_ONE_NOISE: out[j] = bf16_round((float)(1.0 + it->p0 * z)); break;
         case JEV_GEN_UNIFORM: out[j] = bf16_round((float)(it->p0 + (it->p1 - it->p0) * uniform_at(key, i))); break;
         case JEV_GEN_A_LOG: out[j] = (float)jev_synth_log(1.0 + 15.0 * uniform_at(key, i)); break;
+        case JEV_GEN_COUNT: out[j] = 0.0f; break; /* not a generator: the table check refuses it */
         }
     }
 }

@@ -1,7 +1,8 @@
 /*
  * synth-plan.h - the inside of jev synth, shared by its two files:
- * synth-plan.c (deterministic numbers, the quantizer, the list of tensors a
- * layout has) and synth.c (placement in files, streaming, the directory).
+ * synth-plan.c (deterministic numbers, the quantizer, the plan of what a
+ * layout writes, walked from the model's tensor table) and synth.c
+ * (placement in files, streaming, the directory).
  * Not a public interface: only common/synth/synth*.c include it.
  */
 #ifndef JEV_COMMON_SYNTH_PLAN_H
@@ -12,15 +13,8 @@
 
 #include "io/safetensors.h"     // defines: enum jev_dtype
 #include "model/config.h"       // defines: struct jev_config
+#include "model/tensors.h"      // defines: enum jev_tensor_gen, the tensor table
 #include "common/synth/synth.h" // defines: enum jev_synth_layout
-
-enum jev_synth_gen {
-    JEV_GEN_NORMAL,      /* bf16(p0 * N(0,1)): matrices, embeddings, biases */
-    JEV_GEN_NORM_OFFSET, /* zero-centred RMSNorm offsets on a 2^-7 grid, so 1 + w is exact in bf16 */
-    JEV_GEN_ONE_NOISE,   /* bf16(1 + p0 * N(0,1)): plain-multiplier norms, dt_bias, LayerNorm weights */
-    JEV_GEN_UNIFORM,     /* bf16(U(p0, p1)): conv taps */
-    JEV_GEN_A_LOG,       /* f32(log(U(1, 16))) */
-};
 
 enum jev_synth_form {
     JEV_FORM_FLOAT,     /* the values as they are, in the output dtype */
@@ -41,7 +35,7 @@ struct jev_synth_tensor {
 
 struct jev_synth_item {
     char *key;                /* HF tensor name: the generator key (owned) */
-    enum jev_synth_gen gen;   /* how values are drawn */
+    enum jev_tensor_gen gen;  /* how values are drawn (the table entry's) */
     double p0, p1;            /* generator parameters */
     enum jev_synth_form form; /* how they are stored */
     int64_t rows, cols;       /* logical [rows][cols] (a vector is one row) */

@@ -3,11 +3,12 @@
  * synth-plan.c into files.
  *
  * Three steps:
- *   1. plan (synth-plan.c): walk the model in HF terms (embed, layers, norm, head, vision,
- *      mtp) and list, for every logical weight, how it is generated (its HF
- *      name is the generator key, so both layouts share the floats) and which
- *      output tensors it becomes in the chosen layout (one float tensor, or
- *      codes + scales + biases);
+ *   1. plan (synth-plan.c): walk the tensor table (model/tensors.h) in HF
+ *      terms (embed, layers, norm, head, vision, mtp) and list, for every
+ *      logical weight, how it is generated (its HF name is the generator
+ *      key, so both layouts share the floats) and which output tensors it
+ *      becomes in the chosen layout (one float tensor, or codes + scales +
+ *      biases);
  *   2. place: assign tensors to shards in model order, sort each shard by
  *      (element size descending, name) so every tensor is aligned with no
  *      gaps (the safetensors format requires contiguous offsets), and write
@@ -217,14 +218,10 @@ static void block_row(void *arg, int64_t i, int thread) {
         encode_float(tmp, cols, dt, e0);
         break;
     case JEV_FORM_PATCH_MLX: {
-        /* (c, t, y, x) -> (t, y, x, c) for one output channel */
+        /* (c, t, y, x) -> (t, y, x, c) for one output channel; the file shape is [Dv, t, y, x, c] */
         const struct jev_synth_tensor *o = &pl->t[it->out[0]];
-        int64_t T = o->shape[1], P = o->shape[2], C = o->shape[4];
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t t = 0; t < T; t++)
-                for (int64_t y = 0; y < P; y++)
-                    for (int64_t x = 0; x < P; x++)
-                        tmp[((t * P + y) * P + x) * C + c] = v[((c * T + t) * P + y) * P + x];
+        for (int64_t k = 0; k < cols; k++)
+            tmp[jev_tensor_patch_mlx_index(k, o->shape[4], o->shape[1], o->shape[2])] = v[k];
         encode_float(tmp, cols, dt, e0);
         break;
     }

@@ -26,6 +26,8 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "model/tensors.h" // defines: jev_tensor_table, jev_tensor_in_layer
+
 /* ---- sizes ---- */
 
 /* The largest of three sizes (buffers shared by the DeltaNet, attention and MLP steps). */
@@ -111,26 +113,30 @@ size_t jev_matrix_bytes(const struct jev_matrix *m) {
     return 0;
 }
 
-/* Multiply-adds per token of one matrix, and of one layer's matrices (for the GFLOP/s figure). */
+/*
+ * Multiply-adds per token of one matrix, and of one layer's matrices (for
+ * the GFLOP/s figure): the matrices of the layer's kind in the tensor table.
+ */
 static double macs(const struct jev_matrix *m) { return (double)m->rows * (double)m->cols; }
 
 static double layer_macs(const struct jev_layer_weights *L) {
-    double b = macs(&L->gate) + macs(&L->up) + macs(&L->down);
-    if (L->kind == JEV_LAYER_LINEAR)
-        b += macs(&L->lin.in_qkv) + macs(&L->lin.in_z) + macs(&L->lin.in_b) + macs(&L->lin.in_a) + macs(&L->lin.out);
-    else
-        b += macs(&L->full.q) + macs(&L->full.k) + macs(&L->full.v) + macs(&L->full.o);
+    double b = 0.0;
+    for (int32_t i = 0; i < jev_tensor_count; i++) {
+        const struct jev_tensor_kind *k = &jev_tensor_table[i];
+        if (k->form == JEV_TFORM_MATRIX && jev_tensor_in_layer(k, L->kind))
+            b += macs(jev_tensor_field(k, L));
+    }
     return b;
 }
 
+/* Weight bytes a token streams through one layer's matrices (the same walk over the table). */
 static size_t layer_bytes(const struct jev_layer_weights *L) {
-    size_t b = jev_matrix_bytes(&L->gate) + jev_matrix_bytes(&L->up) + jev_matrix_bytes(&L->down);
-    if (L->kind == JEV_LAYER_LINEAR)
-        b += jev_matrix_bytes(&L->lin.in_qkv) + jev_matrix_bytes(&L->lin.in_z) + jev_matrix_bytes(&L->lin.in_b) +
-             jev_matrix_bytes(&L->lin.in_a) + jev_matrix_bytes(&L->lin.out);
-    else
-        b += jev_matrix_bytes(&L->full.q) + jev_matrix_bytes(&L->full.k) + jev_matrix_bytes(&L->full.v) +
-             jev_matrix_bytes(&L->full.o);
+    size_t b = 0;
+    for (int32_t i = 0; i < jev_tensor_count; i++) {
+        const struct jev_tensor_kind *k = &jev_tensor_table[i];
+        if (k->form == JEV_TFORM_MATRIX && jev_tensor_in_layer(k, L->kind))
+            b += jev_matrix_bytes(jev_tensor_field(k, L));
+    }
     return b;
 }
 

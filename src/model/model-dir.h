@@ -27,23 +27,8 @@
 #include "model/config-json.h" // defines: struct jev_quant_overrides
 #include "io/safetensors.h"    // defines: struct jev_st_set
 #include "model/config.h"      // defines: struct jev_config
+#include "model/tensors.h"     // defines: enum jev_layout, jev_layout_names
 #include "model/weights.h"     // defines: struct jev_weights
-
-enum jev_layout {
-    JEV_LAYOUT_HF = 0,  /* official Hugging Face names and layouts */
-    JEV_LAYOUT_MLX = 1, /* mlx-vlm conversion */
-};
-
-/* "hf" or "mlx". */
-const char *jev_layout_name(enum jev_layout l);
-
-/* The tensor-name prefixes of a layout. */
-struct jev_layout_names {
-    const char *text;    /* "model.language_model." / "language_model.model." */
-    const char *lm_head; /* "lm_head" / "language_model.lm_head" (module path, no ".weight") */
-    const char *vision;  /* "model.visual." / "vision_tower." */
-};
-struct jev_layout_names jev_layout_names(enum jev_layout l);
 
 /*
  * Reads DIR/config.json and, when present, DIR/generation_config.json (its

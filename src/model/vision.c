@@ -18,7 +18,8 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "base/timing.h" // defines: jev_now_ms
+#include "base/timing.h"   // defines: jev_now_ms
+#include "model/tensors.h" // defines: jev_tensor_table, jev_tensor_dim
 
 /* ---- sizes ---- */
 
@@ -65,11 +66,31 @@ size_t jev_vision_arena_bytes(const struct jev_vision_config *cfg, int32_t max_p
     return device_bytes(&d, (size_t)max_patches) + host_bytes(&d, (size_t)max_patches, false);
 }
 
+/*
+ * Every multiplied matrix of the tensor table's vision parts (the patch
+ * embedding too; the position table is looked up): 2 flops per weight and
+ * row, the blocks' and the patch embedding's rows being the n patches, the
+ * merger's the n / merge^2 merged tokens. Attention adds QK^T and PV per
+ * block, 4 n^2 Dv, which no tensor holds. Every term is an integer far
+ * below 2^53, so the sum is exact in any order.
+ */
 double jev_vision_flops(const struct jev_vision_config *c, int64_t n) {
-    double N = (double)n, D = c->hidden, I = c->intermediate, M = c->merge_in;
-    double block = 2 * N * D * 3 * D + 4 * N * N * D + 2 * N * D * D + 4 * N * D * I;
-    double merger = 2 * (N / (c->merge * c->merge)) * M * (M + c->out_hidden);
-    return 2 * N * c->patch_dim * D + c->depth * block + merger;
+    double N = (double)n, f = (double)c->depth * 4 * N * N * c->hidden;
+    for (int32_t i = 0; i < jev_tensor_count; i++) {
+        const struct jev_tensor_kind *k = &jev_tensor_table[i];
+        bool vision = k->part == JEV_PART_VISION_IN || k->part == JEV_PART_BLOCK || k->part == JEV_PART_VISION_OUT;
+        bool applied = k->form == JEV_TFORM_MATRIX || k->form == JEV_TFORM_PATCH;
+        if (!vision || !applied || (k->flags & JEV_TENSOR_LOOKUP))
+            continue;
+        double w = (double)jev_tensor_dim(k->rows, NULL, c) * (double)jev_tensor_dim(k->cols, NULL, c);
+        if (k->part == JEV_PART_VISION_IN)
+            f += 2 * N * w;
+        else if (k->part == JEV_PART_BLOCK)
+            f += (double)c->depth * 2 * N * w;
+        else
+            f += 2 * (N / (c->merge * c->merge)) * w; /* the merger runs on merged tokens */
+    }
+    return f;
 }
 
 int32_t jev_vision_inv_freq(int32_t head_dim, double theta, float *out) {
