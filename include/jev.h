@@ -131,7 +131,8 @@ enum jev_request_format {
 };
 
 /* Builds a decider over model and an engine made from it (neither is owned; both must
- * outlive it). On failure *out is NULL and jev_engine_last_error(engine) says why. */
+ * outlive it). On failure *out is NULL and jev_engine_last_error(engine) says why; a NULL model
+ * or engine is JEV_ERR_INVALID_ARG. */
 JEV_API enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *engine, struct jev_decider **out);
 JEV_API void jev_decider_close(struct jev_decider *decider);
 

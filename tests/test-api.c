@@ -107,6 +107,17 @@ static void test_load_error_names_the_file(void **state) {
     assert_int_equal(JEV_VERSION_NUM, (JEV_VERSION_MAJOR << 16) | (JEV_VERSION_MINOR << 8) | JEV_VERSION_PATCH);
 }
 
+/* A decider needs a model and an engine: either missing is refused, never dereferenced. */
+static void test_decider_needs_model_and_engine(void **state) {
+    (void)state;
+    struct jev_decider *d = (struct jev_decider *)&d; /* must be overwritten with NULL */
+    assert_int_equal(jev_decider_open(model, NULL, &d), JEV_ERR_INVALID_ARG);
+    assert_null(d);
+    d = (struct jev_decider *)&d;
+    assert_int_equal(jev_decider_open(NULL, engine, &d), JEV_ERR_INVALID_ARG);
+    assert_null(d);
+}
+
 /* A time limit stops a request between forwards with 504 "timeout"; the decider then answers the
  * same request normally once the limit is lifted (nothing was left behind). */
 static void test_time_limit_is_504(void **state) {
@@ -145,6 +156,7 @@ int main(void) {
         cmocka_unit_test(test_refusal_has_status_and_error_body),
         cmocka_unit_test(test_time_limit_is_504),
         cmocka_unit_test(test_load_error_names_the_file),
+        cmocka_unit_test(test_decider_needs_model_and_engine),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,7 +4,7 @@
  * JSON entry point, jev_decide_json, is the wire layer's (wire/route.c).
  */
 #include "decide/pipeline-int.h" // defines: struct jev_decider
-#include "decide/pipeline.h"     // defines: jev_decider_init, jev_decide_body
+#include "decide/pipeline.h"     // defines: jev_decider_init
 #include "model/engine.h"        // defines: struct jev_engine, jev_engine_set_error
 
 #include <stdlib.h>
@@ -13,6 +13,9 @@ enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *eng
     struct jev_error err = {0};
     struct jev_decider_params dp = jev_decider_default_params();
     *out = NULL;
+    /* an engine-less decider is the CLI's planner (pipeline.h), not a public one: it could not answer */
+    if (!model || !engine)
+        return JEV_ERR_INVALID_ARG;
     enum jev_status s = jev_decider_init(model, engine, &dp, out, &err);
     if (s != JEV_OK) {
         jev_engine_set_error(engine, &err);
