@@ -120,14 +120,23 @@ enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t 
     return s;
 }
 
-enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
-                                enum jev_request_format format, char **response, int32_t *http_status) {
-    struct jev_decide_params p = jev_decider_request_params(decider);
+enum jev_status jev_decide_http(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                char **response, int32_t *http_status, struct jev_decide_stats *stats) {
+    struct jev_decide_params p = jev_decider_request_params(d);
     struct jev_request_error rerr = {0};
-    enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
+    struct jev_decide_result res;
     *response = NULL;
-    enum jev_status s = jev_decide_body(decider, body, len, shape, &p, response, &rerr, NULL);
+    enum jev_status s = jev_decide_body(d, body, len, shape, &p, response, &rerr, &res);
     if (http_status)
         *http_status = s == JEV_OK ? 200 : (rerr.http_status ? rerr.http_status : 500);
+    if (stats)
+        *stats = res.stats; /* zeroed when the run failed */
+    jev_decide_result_free(&res);
     return s;
+}
+
+enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
+                                enum jev_request_format format, char **response, int32_t *http_status) {
+    enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
+    return jev_decide_http(decider, body, len, shape, response, http_status, NULL);
 }

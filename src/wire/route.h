@@ -22,4 +22,12 @@ enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t 
                                 const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
                                 struct jev_decide_result *result);
 
+/*
+ * jev_decide_json (include/jev.h) over a request shape, plus the run's counters in *stats (may be
+ * NULL; zeroed when the run failed): what the server answers and logs. *http_status is 200, the
+ * refusal's status, or 500 for an internal failure.
+ */
+enum jev_status jev_decide_http(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                char **response, int32_t *http_status, struct jev_decide_stats *stats);
+
 #endif
