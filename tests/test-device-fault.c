@@ -16,7 +16,10 @@
  *   and a decision answers 503, so that a load balancer retries elsewhere
  *   and takes the replica out (deploy/nginx: proxy_next_upstream http_503);
  *   jev_server_wait, which `jev serve` blocks in, returns with the loss (the
- *   CLI then exits with status 3 for its supervisor to restart it).
+ *   CLI then exits with status 3 for its supervisor to restart it);
+ * - every status a run can fail with answers its HTTP status and error type
+ *   (map_error, src/wire/route.c): what the request caused is 4xx, so that no
+ *   client retries it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +117,43 @@ static int32_t ask(char **out) {
     assert_non_null(resp);
     *out = resp;
     return http;
+}
+
+/* Each status a run can fail with, planted for one request: its HTTP status and error type. What
+ * the request caused is 4xx (clients do not retry it); 5xx is for what may work the next time (a
+ * device fault, the time limit), what the spec calls not supported (501) and a lost device (503,
+ * test_recoverable_then_lost). The fault stays for the whole request (a retry inside the decider
+ * meets it too) and is lifted after. */
+static void test_each_status_maps(void **state) {
+    (void)state;
+    static const struct {
+        enum jev_status st;
+        int http;
+        const char *type;
+    } table[] = {
+        {JEV_ERR_IO, 400, "invalid_request_error"},
+        {JEV_ERR_FORMAT, 400, "invalid_request_error"},
+        {JEV_ERR_CONTEXT_FULL, 400, "exceed_context_size_error"},
+        {JEV_ERR_NOMEM, 413, "request_too_large_error"},
+        {JEV_ERR_INVALID_ARG, 422, "unprocessable_entity_error"},
+        {JEV_ERR_CUDA, 500, "server_error"},
+        {JEV_ERR_UNSUPPORTED, 501, "not_supported_error"},
+        {JEV_ERR_ABORTED, 504, "timeout"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        g.fault = table[i].st;
+        g.sticky = true;
+        char *resp = NULL;
+        int32_t http = ask(&resp);
+        g.fault = JEV_OK;
+        char want[128];
+        snprintf(want, sizeof want, "\"type\":\"%s\"", table[i].type);
+        if (http != table[i].http || !strstr(resp, want) || !strstr(resp, "planted fault"))
+            fail_msg("status %s: HTTP %d %s, expected %d %s", jev_status_str(table[i].st), http, resp, table[i].http,
+                     table[i].type);
+        jev_free(resp);
+    }
+    assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_OK); /* none of them loses the device */
 }
 
 /* The order matters: the recoverable case needs a usable decider, the lost one ends it. */
@@ -247,6 +287,7 @@ static void test_server_healthy(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_status_maps),
         cmocka_unit_test(test_recoverable_then_lost),
         cmocka_unit_test(test_server_unhealthy),
         cmocka_unit_test(test_server_healthy),
