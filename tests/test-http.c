@@ -9,8 +9,11 @@
  * and a request id, and then the connection closes: the bytes after it are
  * never served as another request. What is valid passes: keep-alive and
  * pipelining, chunk extensions and trailers, identical Content-Length
- * values, HTTP/1.0, absolute-form targets, HEAD, 100-continue. Then the
- * parser alone: fed a byte at a time it finds what it finds whole.
+ * values, HTTP/1.0, absolute-form targets, HEAD, 100-continue. The body
+ * limit: a declared length over it is refused at once, a chunked body of
+ * exactly the limit passes and one byte more does not. Two Authorization
+ * fields are refused. Then the parser alone: fed a byte at a time it finds
+ * what it finds whole.
  *
  * The server runs in-process on port 0 over the tiny synthetic model. Waits
  * are bounded (a server that never answers fails the test after 10 s), never
@@ -505,6 +508,33 @@ static void test_chunked_body_limit(void **state) {
     jev_server_stop(s);
 }
 
+/* With a key, the Authorization field must come once: a second one (a proxy that adds its own, a
+ * client that sends two) is refused like a wrong key, whichever of them is right. */
+static void test_authorization_once(void **state) {
+    (void)state;
+    struct jev_server_params p = jev_server_default_params();
+    p.port = 0;
+    p.api_key = "k";
+    struct jev_server *s = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_server_start(model, decider, &p, &s, &err), JEV_OK);
+    int saved = port;
+    port = jev_server_port(s);
+    static const char one[] =
+        "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nConnection: close\r\n\r\n";
+    struct raw r = exchange(one, sizeof one - 1);
+    assert_true(strncmp(r.buf, "HTTP/1.1 200 ", 13) == 0);
+    free(r.buf);
+    REFUSE("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\nAuthorization: Bearer x\r\n"
+           "Connection: close\r\n\r\n",
+           401, "authentication_error");
+    REFUSE("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer x\r\nAuthorization: Bearer k\r\n"
+           "Connection: close\r\n\r\n",
+           401, "authentication_error");
+    port = saved;
+    jev_server_stop(s);
+}
+
 /* ---- the parser alone ---- */
 
 /* A head fed a byte at a time ends where it ends whole, and parses the same. */
@@ -577,6 +607,7 @@ int main(void) {
         cmocka_unit_test(test_expect_continue),
         cmocka_unit_test(test_declared_length_over_the_limit),
         cmocka_unit_test(test_chunked_body_limit),
+        cmocka_unit_test(test_authorization_once),
         cmocka_unit_test(test_scan_byte_at_a_time),
         cmocka_unit_test(test_chunked_byte_at_a_time),
     };
