@@ -25,16 +25,13 @@ WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prot
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -fPIC -fvisibility=hidden \
             -Iinclude -Isrc -I.
 LDFLAGS  += $(SANITIZE) -pthread
-LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lopenblas -lm
+LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm
 # PORTABLE=1: a binary for the GPU machine (another distribution): every
 # library static except libspng (Debian ships no .a), which is carried
-# beside the binary and found through $ORIGIN. libmicrohttpd is static too,
-# but the GnuTLS it was built against stays dynamic: a static libgnutls
-# drags in p11-kit, which Debian ships only as a shared library, and
-# libgnutls.so.30 is on every distribution we target (jev serves no TLS).
+# beside the binary and found through $ORIGIN.
 ifeq ($(PORTABLE),1)
-LIBS     := -Wl,-Bstatic -ljansson -lturbojpeg -lpcre2-8 -lutf8proc -lmicrohttpd -lcrypto -lopenblas -lz \
-            -Wl,-Bdynamic -lspng -lgnutls -lcurl -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
+LIBS     := -Wl,-Bstatic -ljansson -lturbojpeg -lpcre2-8 -lutf8proc -lcrypto -lopenblas -lz \
+            -Wl,-Bdynamic -lspng -lcurl -lgfortran -lm -ldl -Wl,-rpath,'$$ORIGIN'
 endif
 
 # CUDA=1: the CUDA backend (src/backend/cuda: host code in .c, kernels in .cu by nvcc for the

@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libspng-dev libpcre2-dev
-libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
+libutf8proc-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 libopenblas-dev clang libclang-rt-14-dev nginx wrk systemd"
 
 missing=""

@@ -7,6 +7,9 @@
  * What it is not: an HTTP client (each test sets up its own curl handle, the
  * way its case needs), or a process supervisor: the caller stops and reaps
  * the child. Header-only (static inline functions).
+ *
+ * The child may get environment variables (the test hook of tools/cmd-serve.c)
+ * and its stderr may go to a file (the -v log lines, the exit messages).
  */
 #ifndef JEV_TESTS_SERVE_TEST_H
 #define JEV_TESTS_SERVE_TEST_H
@@ -76,30 +79,50 @@ static inline size_t reply_on_header(char *p, size_t size, size_t n, void *u) {
 /* ---- `jev serve` as a child ---- */
 
 struct serve_child {
-    pid_t pid;  /* the child, leader of its own process group */
-    int port;   /* from its start line; 0 when it did not start */
-    FILE *out;  /* its stdout after the start line (kept open so that it never gets SIGPIPE) */
+    pid_t pid;      /* the child, leader of its own process group */
+    int port;       /* from its start line; 0 when it did not start */
+    FILE *out;      /* its stdout after the start line (kept open so that it never gets SIGPIPE) */
     char line[512]; /* the start line as read, for messages */
 };
 
+/* How to start the child: serve_child_run. */
+struct serve_opts {
+    const char *model_dir;
+    const char *key;          /* --api-key KEY; NULL = none (JEV_API_KEY is cleared in the child) */
+    const char *const *extra; /* more arguments, NULL-terminated (NULL = none); a later option wins */
+    const char *const *env;   /* "NAME=VALUE" set in the child, NULL-terminated (NULL = none) */
+    const char *stderr_path;  /* the child's stderr into this file (truncated); NULL = this process's */
+};
+
+/* The port of the start line's "http://HOST:PORT" ("[V6]:PORT" too); 0 when it names none. */
+static inline int serve_line_port(const char *line) {
+    const char *at = strstr(line, "http://");
+    if (!at)
+        return 0;
+    at += 7;
+    if (*at == '[')
+        at = strstr(at, "]");
+    const char *colon = at ? strchr(at, ':') : NULL;
+    return colon ? atoi(colon + 1) : 0;
+}
+
 /*
  * Starts JEV_JEV_BIN (default build/jev) `serve --model DIR --port 0 --threads 1` plus `--api-key KEY`
- * when key is non-NULL (JEV_API_KEY is cleared in the child, so no key means none) plus the options in
- * extra (NULL-terminated; NULL = none), in its own process group, killed should the test process die.
+ * when o->key is set plus o->extra, in its own process group, killed should the test process die.
  * Blocks until the child prints its start line or exits; .port is 0 when no line named a port (the
  * caller fails with .line).
  */
-static inline struct serve_child serve_child_start(const char *model_dir, const char *key, const char *const *extra) {
+static inline struct serve_child serve_child_run(const struct serve_opts *o) {
     const char *bin = getenv("JEV_JEV_BIN") ? getenv("JEV_JEV_BIN") : "build/jev";
     struct serve_child c = {0};
-    const char *argv[32] = {bin, "serve", "--model", model_dir, "--port", "0", "--threads", "1"};
+    const char *argv[40] = {bin, "serve", "--model", o->model_dir, "--port", "0", "--threads", "1"};
     int argc = 8;
-    if (key) {
+    if (o->key) {
         argv[argc++] = "--api-key";
-        argv[argc++] = key;
+        argv[argc++] = o->key;
     }
-    for (int i = 0; extra && extra[i] && argc < 31; i++)
-        argv[argc++] = extra[i];
+    for (int i = 0; o->extra && o->extra[i] && argc < 39; i++)
+        argv[argc++] = o->extra[i];
     argv[argc] = NULL;
     int fds[2];
     if (pipe(fds) != 0)
@@ -118,6 +141,10 @@ static inline struct serve_child serve_child_start(const char *model_dir, const 
         close(fds[0]);
         close(fds[1]);
         unsetenv("JEV_API_KEY");
+        for (int i = 0; o->env && o->env[i]; i++)
+            putenv((char *)(uintptr_t)o->env[i]);
+        if (o->stderr_path && !freopen(o->stderr_path, "w", stderr))
+            _exit(126);
         execv(bin, (char *const *)(uintptr_t)argv);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
@@ -129,11 +156,15 @@ static inline struct serve_child serve_child_start(const char *model_dir, const 
         close(fds[0]);
         return c;
     }
-    if (fgets(c.line, sizeof c.line, c.out)) { /* blocks until it listens or exits */
-        const char *at = strstr(c.line, "http://127.0.0.1:");
-        c.port = at ? atoi(at + strlen("http://127.0.0.1:")) : 0;
-    }
+    if (fgets(c.line, sizeof c.line, c.out)) /* blocks until it listens or exits */
+        c.port = serve_line_port(c.line);
     return c;
+}
+
+/* serve_child_run with a model, a key (NULL = none) and extra arguments (NULL = none). */
+static inline struct serve_child serve_child_start(const char *model_dir, const char *key, const char *const *extra) {
+    struct serve_opts o = {.model_dir = model_dir, .key = key, .extra = extra};
+    return serve_child_run(&o);
 }
 
 /* Fails the test unless the child's wait status is a clean exit 0, saying how it ended. */

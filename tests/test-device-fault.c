@@ -15,8 +15,13 @@
  * - the server: GET /health turns from 200 to 503 {"status":"unavailable"}
  *   and a decision answers 503, so that a load balancer retries elsewhere
  *   and takes the replica out (deploy/nginx: proxy_next_upstream http_503);
- *   jev_server_wait, which `jev serve` blocks in, returns with the loss (the
- *   CLI then exits with status 3 for its supervisor to restart it).
+ *   jev_server_wait, which `jev serve` blocks in, returns with the loss;
+ * - every status a run can fail with answers its HTTP status and error type
+ *   (map_error, src/wire/route.c): what the request caused is 4xx, so that no
+ *   client retries it;
+ * - `jev serve` itself (the binary, with its test hook
+ *   JEV_SERVE_TEST_LOSE_DEVICE planting the loss): 503 to the request that
+ *   met it, then exit status 3 for its supervisor to restart it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +30,7 @@
 #include <cmocka.h>
 
 #include <curl/curl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +39,7 @@
 #include "backend/ops.h"   // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "base/pool.h"     // defines: jev_pool_init
 #include "model/engine.h"  // defines: jev_engine_init_on
-#include "serve-test.h"    // defines: struct reply, reply_on_body
+#include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_run
 #include "server/server.h" // defines: jev_server_start, jev_server_stop
 #include "tiny-model.h"    // defines: tiny_model_open
 
@@ -60,6 +66,8 @@ static struct jev_ops faulty_ops;
 
 /* ---- fixture ---- */
 
+static char model_dir[1024];
+
 static struct {
     struct jev_model *model;
     struct jev_pool *pool;
@@ -70,8 +78,7 @@ static struct {
 
 static int setup(void **state) {
     (void)state;
-    char dir[1024];
-    if (tiny_model_open("device-fault", 2, dir, sizeof dir, &F.model) != 0)
+    if (tiny_model_open("device-fault", 2, model_dir, sizeof model_dir, &F.model) != 0)
         return -1;
     faulty_ops = jev_cpu_ops;
     faulty_ops.name = "faulty";
@@ -114,6 +121,43 @@ static int32_t ask(char **out) {
     assert_non_null(resp);
     *out = resp;
     return http;
+}
+
+/* Each status a run can fail with, planted for one request: its HTTP status and error type. What
+ * the request caused is 4xx (clients do not retry it); 5xx is for what may work the next time (a
+ * device fault, the time limit), what the spec calls not supported (501) and a lost device (503,
+ * test_recoverable_then_lost). The fault stays for the whole request (a retry inside the decider
+ * meets it too) and is lifted after. */
+static void test_each_status_maps(void **state) {
+    (void)state;
+    static const struct {
+        enum jev_status st;
+        int http;
+        const char *type;
+    } table[] = {
+        {JEV_ERR_IO, 400, "invalid_request_error"},
+        {JEV_ERR_FORMAT, 400, "invalid_request_error"},
+        {JEV_ERR_CONTEXT_FULL, 400, "exceed_context_size_error"},
+        {JEV_ERR_NOMEM, 413, "request_too_large_error"},
+        {JEV_ERR_INVALID_ARG, 422, "unprocessable_entity_error"},
+        {JEV_ERR_CUDA, 500, "server_error"},
+        {JEV_ERR_UNSUPPORTED, 501, "not_supported_error"},
+        {JEV_ERR_ABORTED, 504, "timeout"},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        g.fault = table[i].st;
+        g.sticky = true;
+        char *resp = NULL;
+        int32_t http = ask(&resp);
+        g.fault = JEV_OK;
+        char want[128];
+        snprintf(want, sizeof want, "\"type\":\"%s\"", table[i].type);
+        if (http != table[i].http || !strstr(resp, want) || !strstr(resp, "planted fault"))
+            fail_msg("status %s: HTTP %d %s, expected %d %s", jev_status_str(table[i].st), http, resp, table[i].http,
+                     table[i].type);
+        jev_free(resp);
+    }
+    assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_OK); /* none of them loses the device */
 }
 
 /* The order matters: the recoverable case needs a usable decider, the lost one ends it. */
@@ -245,11 +289,63 @@ static void test_server_healthy(void **state) {
     jev_decider_close(fresh);
 }
 
+/* ---- `jev serve`: exit status 3 ---- */
+
+/* The binary with its test hook: /health answers 200 before any forward, the decision that meets the
+ * planted loss answers 503, and the process then exits by itself with status 3, saying why. */
+static void test_cli_exits_3_when_the_device_is_lost(void **state) {
+    (void)state;
+    char err_path[1200];
+    snprintf(err_path, sizeof err_path, "%s.stderr", model_dir);
+    const char *const env[] = {"JEV_SERVE_TEST_LOSE_DEVICE=1", NULL};
+    struct serve_opts o = {.model_dir = model_dir, .env = env, .stderr_path = err_path};
+    struct serve_child c = serve_child_run(&o);
+    assert_true(c.pid > 0);
+    if (c.port <= 0) {
+        serve_child_stop(&c, SIGKILL);
+        fail_msg("jev serve did not start: '%s'", c.line);
+    }
+    struct reply h = get(c.port, "GET", "/health", NULL);
+    struct reply d = get(c.port, "POST", "/v1/systemone", BODY);
+    /* it stops within a second of the loss (jev_server_wait checks every second): no signal is sent;
+     * one still running after 30 s is killed and fails the test */
+    int status = -1;
+    pid_t got = 0;
+    for (int i = 0; i < 3000 && got == 0; i++) {
+        got = waitpid(c.pid, &status, WNOHANG);
+        if (got == 0)
+            usleep(10000);
+    }
+    if (got == c.pid)
+        c.pid = 0;
+    serve_child_stop(&c, SIGKILL);
+    if (got <= 0)
+        fail_msg("jev serve is still running 30 s after its device was lost");
+    assert_int_equal(h.status, 200);
+    free(h.body);
+    assert_int_equal(d.status, 503);
+    assert_non_null(strstr(d.body, "unavailable_error"));
+    free(d.body);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 3)
+        fail_msg("jev serve: %s %d, expected exit status 3", WIFEXITED(status) ? "exit status" : "signal",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    FILE *f = fopen(err_path, "r");
+    assert_non_null(f);
+    char buf[4096] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    if (!strstr(buf, "the device is lost") || !strstr(buf, "exit status 3"))
+        fail_msg("jev serve's stderr does not say why it stopped: %s", buf);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_each_status_maps),
         cmocka_unit_test(test_recoverable_then_lost),
         cmocka_unit_test(test_server_unhealthy),
         cmocka_unit_test(test_server_healthy),
+        cmocka_unit_test(test_cli_exits_3_when_the_device_is_lost),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -4,10 +4,13 @@
  * decision routes answer exactly what jev_decide_json answers for the same
  * body (both shapes, valid and refused); auth with and without a key; 404,
  * 405 with Allow, 413 by Content-Length and by a chunked body; /health and
- * /v1/models; distinct request ids; 4 client threads at once; a full queue
- * answering 429 with Retry-After while a broken body still gets its own
- * error; start/stop twice; `jev serve` stopping on SIGTERM with status 0. Nothing waits on a clock: the queue test
- * holds the decider's lock and waits until the server has admitted the request.
+ * /v1/models; distinct request ids; every refusal class with its status,
+ * type and message (images over the size limits are 413, not 500); 4 client
+ * threads at once; a full queue answering 429 with Retry-After while a
+ * broken body still gets its own error; start/stop twice. Nothing waits on
+ * a clock: the queue test holds the decider's lock and waits until the
+ * server has admitted the request. `jev serve` itself, through the binary,
+ * is tests/test-serve-cli.c's.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -385,6 +388,187 @@ static void test_request_ids_differ(void **state) {
     jev_server_stop(s);
 }
 
+/* ---- every refusal class ---- */
+
+/* PNG by hand: the CRC of each chunk, and IDAT as zlib's stored blocks (no compression library). */
+static uint32_t crc32_of(const uint8_t *p, size_t n) {
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+    }
+    return ~c;
+}
+
+static size_t put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24), p[1] = (uint8_t)(v >> 16), p[2] = (uint8_t)(v >> 8), p[3] = (uint8_t)v;
+    return 4;
+}
+
+static size_t png_chunk(uint8_t *out, const char *type, const uint8_t *data, size_t n) {
+    size_t at = put32(out, (uint32_t)n);
+    memcpy(out + at, type, 4);
+    if (n)
+        memcpy(out + at + 4, data, n);
+    at += put32(out + at + 4 + n, crc32_of(out + 4, 4 + n)) + 4 + n;
+    return at;
+}
+
+/* An 8-bit RGB PNG of w x h, grey: the rows in stored deflate blocks when with_pixels, else the
+ * header alone (what a decoder reads before it allocates). malloc'd, length in *len. */
+static uint8_t *png(uint32_t w, uint32_t h, bool with_pixels, size_t *len) {
+    size_t row = 1 + (size_t)w * 3, raw = with_pixels ? (size_t)h * row : 0;
+    size_t blocks = (raw + 65534) / 65535;
+    uint8_t *out = calloc(1, 128 + raw + blocks * 5 + 16);
+    uint8_t *idat = calloc(1, raw + blocks * 5 + 16);
+    uint8_t *pix = malloc(raw + 1);
+    assert_true(out && idat && pix);
+    memcpy(out, "\x89PNG\r\n\x1a\n", 8);
+    uint8_t ihdr[13] = {0, 0, 0, 0, 0, 0, 0, 0, 8, 2, 0, 0, 0};
+    put32(ihdr, w);
+    put32(ihdr + 4, h);
+    size_t at = 8 + png_chunk(out + 8, "IHDR", ihdr, 13);
+    if (with_pixels) {
+        uint32_t a = 1, b = 0; /* adler32 */
+        for (size_t i = 0; i < raw; i++) {
+            pix[i] = i % row == 0 ? 0 : 0x80; /* filter type 0, then grey */
+            a = (a + pix[i]) % 65521;
+            b = (b + a) % 65521;
+        }
+        size_t n = 0;
+        idat[n++] = 0x78, idat[n++] = 0x01;
+        for (size_t off = 0; off < raw;) {
+            size_t k = raw - off > 65535 ? 65535 : raw - off;
+            idat[n++] = off + k == raw; /* BFINAL on the last, BTYPE 00: stored */
+            idat[n++] = (uint8_t)k, idat[n++] = (uint8_t)(k >> 8);
+            idat[n++] = (uint8_t)~k, idat[n++] = (uint8_t)(~k >> 8);
+            memcpy(idat + n, pix + off, k);
+            n += k;
+            off += k;
+        }
+        n += put32(idat + n, b << 16 | a);
+        at += png_chunk(out + at, "IDAT", idat, n);
+    }
+    at += png_chunk(out + at, "IEND", NULL, 0);
+    free(idat);
+    free(pix);
+    *len = at;
+    return out;
+}
+
+static char *base64(const uint8_t *p, size_t n) {
+    static const char t[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc(4 * ((n + 2) / 3) + 1);
+    assert_non_null(out);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        out[o++] = t[v >> 18 & 63];
+        out[o++] = t[v >> 12 & 63];
+        out[o++] = i + 1 < n ? t[v >> 6 & 63] : '=';
+        out[o++] = i + 2 < n ? t[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* A System One request about an image (png bytes, taken over). */
+static char *image_request(uint8_t *png_bytes, size_t n) {
+    char *b64 = base64(png_bytes, n);
+    free(png_bytes);
+    size_t size = strlen(b64) + 256;
+    char *body = malloc(size);
+    assert_non_null(body);
+    snprintf(body, size,
+             "{\"state\":\"x\",\"images\":[\"data:image/png;base64,%s\"],\"questions\":{\"q\":{\"type\":\"noul\","
+             "\"instructions\":\"Is it?\"}}}",
+             b64);
+    free(b64);
+    return body;
+}
+
+/* Each way a request is refused, over HTTP: its status, error type and a message naming what was
+ * wrong. What the request caused is 4xx, never 5xx: clients retry 5xx (the TypeScript SDK twice).
+ * Refusals of the bytes themselves (400/414/431/501/505 of HTTP) are tests/test-http.c's, a full
+ * queue (429) is test_full_queue_is_429's, a lost device (503) and the status of every run failure
+ * are tests/test-device-fault.c's, the time limit (504) test_time_limit_is_504's. */
+static void test_refusal_classes(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    p.api_key = "k";
+    p.max_body_bytes = 4 << 20;
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    size_t n = 0;
+    uint8_t *bytes = png(60000, 60000, false, &n); /* a header that claims 60000x60000 */
+    char *wide = image_request(bytes, n);
+    bytes = png(17000, 8, true, &n); /* a real 17000x8 image */
+    char *real = image_request(bytes, n);
+    bytes = png(9000, 9000, false, &n); /* 81 Mpx, each side under the limit */
+    char *many = image_request(bytes, n);
+    char *broken = image_request((uint8_t *)strdup("\x89PNG\r\n\x1a\nnot a png"), 17);
+    char *questions = malloc(4200 * 64);
+    assert_non_null(questions);
+    int k = sprintf(questions, "{\"state\":\"x\",\"questions\":{");
+    for (int i = 0; i < 4097; i++)
+        k += sprintf(questions + k, "%s\"q%d\":{\"type\":\"noul\",\"instructions\":\"?\"}", i ? "," : "", i);
+    sprintf(questions + k, "}}");
+    char *context = malloc(40000);
+    assert_non_null(context);
+    k = sprintf(context, "{\"state\":\"");
+    for (int i = 0; i < 3000; i++)
+        k += sprintf(context + k, "w%d ", i);
+    sprintf(context + k, "\",\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"?\"}}}");
+    const char *multipart = "{\"state\":{\"p\":\"a\"},\"assets\":{\"a\":{\"type\":\"image\",\"part\":1}},"
+                            "\"questions\":{\"q\":{\"type\":\"noul\",\"instructions\":\"?\"}}}";
+    static const char *const key = "Bearer k";
+    const struct {
+        const char *what, *method, *path, *body, *auth;
+        long status;
+        const char *type, *names; /* names: what the message must say */
+    } cases[] = {
+        {"no such path", "GET", "/v1/nope", NULL, key, 404, "not_found_error", "/v1/nope"},
+        {"wrong method", "DELETE", "/v1/systemone", NULL, key, 405, "invalid_request_error", "POST"},
+        {"no key", "POST", "/v1/systemone", so_body, NULL, 401, "authentication_error", "Bearer"},
+        {"not JSON", "POST", "/v1/systemone", bad_json, key, 400, "invalid_request_error", ""},
+        {"invalid", "POST", "/v1/systemone", bad_score, key, 422, "unprocessable_entity_error", "criteria"},
+        {"too many questions", "POST", "/v1/systemone", questions, key, 413, "request_too_large_error", "4096"},
+        {"multipart asset", "POST", "/v1/systemone", multipart, key, 501, "not_supported_error", "multipart"},
+        {"image that does not decode", "POST", "/v1/systemone", broken, key, 400, "invalid_request_error", "PNG"},
+        {"60000x60000 image", "POST", "/v1/systemone", wide, key, 413, "request_too_large_error", "16384"},
+        {"17000x8 image", "POST", "/v1/systemone", real, key, 413, "request_too_large_error", "16384"},
+        {"81 Mpx image", "POST", "/v1/systemone", many, key, 413, "request_too_large_error", "67108864"},
+        {"context beyond the engine", "POST", "/v1/systemone", context, key, 400, "exceed_context_size_error", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct call c = {
+            .method = cases[i].method, .path = cases[i].path, .body = cases[i].body, .auth = cases[i].auth};
+        struct reply r = http(port, &c);
+        if (r.status != cases[i].status || !r.body || !strstr(r.body, cases[i].type) || !strstr(r.body, cases[i].names))
+            fail_msg("%s: HTTP %ld %s, expected %ld %s naming '%s'", cases[i].what, r.status, r.body ? r.body : "",
+                     cases[i].status, cases[i].type, cases[i].names);
+        check_error(&r, cases[i].status, cases[i].type);
+        free(r.body);
+    }
+    /* the same kind of image, small: answered, so the refusals above are the size limits' */
+    bytes = png(64, 8, true, &n);
+    char *small = image_request(bytes, n);
+    struct call ok = {.method = "POST", .path = "/v1/systemone", .body = small, .auth = key};
+    struct reply r = http(port, &ok);
+    if (r.status != 200)
+        fail_msg("a 64x8 image: HTTP %ld %s", r.status, r.body ? r.body : "");
+    free(r.body);
+    free(small);
+    free(wide);
+    free(real);
+    free(many);
+    free(broken);
+    free(questions);
+    free(context);
+    jev_server_stop(s);
+}
+
 /* ---- concurrency ---- */
 
 struct client {
@@ -575,48 +759,6 @@ static void test_time_limit_is_504(void **state) {
     jev_server_stop(s);
 }
 
-/* ---- the CLI ---- */
-
-/* `jev serve` on port 0 as a child: its start line names the port, /health answers, SIGTERM stops it
- * with exit status 0 (under ASan: with nothing leaked). */
-static void test_cli_serve_stops_on_sigterm(void **state) {
-    (void)state;
-    struct serve_child c = serve_child_start(model_dir, NULL, NULL);
-    assert_true(c.pid > 0);
-    struct reply r = {0};
-    if (c.port > 0)
-        r = get(c.port, "/health");
-    int port = c.port;
-    char line[sizeof c.line];
-    snprintf(line, sizeof line, "%s", c.line);
-    int status = serve_child_stop(&c, SIGTERM);
-    if (port <= 0)
-        fail_msg("jev serve: no start line naming its port (got '%s')", line);
-    assert_int_equal(r.status, 200);
-    free(r.body);
-    serve_child_expect_clean_exit(status);
-}
-
-/* --max-tokens sizes the engine: a request longer than it is refused with the context error, not served */
-static void test_cli_engine_size(void **state) {
-    (void)state;
-    const char *const extra[] = {"--max-tokens", "16", NULL};
-    struct serve_child c = serve_child_start(model_dir, NULL, extra);
-    assert_true(c.pid > 0);
-    struct reply r = {0};
-    if (c.port > 0)
-        r = post(c.port, "/v1/systemone", so_body);
-    int port = c.port;
-    int status = serve_child_stop(&c, SIGTERM);
-    assert_true(port > 0);
-    assert_int_equal(r.status, 400);
-    assert_non_null(r.body);
-    if (!strstr(r.body, "exceed_context_size_error"))
-        fail_msg("a 16-token engine answered: %s", r.body);
-    free(r.body);
-    serve_child_expect_clean_exit(status);
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decisions_match_the_decide_layer),
@@ -624,14 +766,13 @@ int main(void) {
         cmocka_unit_test(test_routes),
         cmocka_unit_test(test_body_limit),
         cmocka_unit_test(test_request_ids_differ),
+        cmocka_unit_test(test_refusal_classes),
         cmocka_unit_test(test_concurrent_clients),
         cmocka_unit_test(test_full_queue_is_429),
         cmocka_unit_test(test_start_stop_twice),
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_idle_connection_is_closed),
         cmocka_unit_test(test_time_limit_is_504),
-        cmocka_unit_test(test_cli_serve_stops_on_sigterm),
-        cmocka_unit_test(test_cli_engine_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -17,10 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/ops.h"      // defines: jev_cpu_ops, jev_cpu_backend_new (the test hook)
+#include "base/pool.h"        // defines: jev_pool_init (the test hook)
 #include "common/cli-args.h"  // defines: cli_parse_long
 #include "common/cli-setup.h" // defines: struct cli_setup, cli_setup_open
 #include "commands.h"         // defines: cmd_serve
-#include "jev.h"              // defines: jev_decider_set_timeout, jev_decider_set_prefix_reuse
+#include "jev.h"              // defines: jev_decider_open, jev_decider_set_timeout, jev_decider_set_prefix_reuse
+#include "model/engine.h"     // defines: jev_engine_init_on (the test hook)
 #include "server/server.h"    // defines: jev_server_start, jev_server_stop
 
 static void usage(FILE *f) {
@@ -32,19 +35,51 @@ static void usage(FILE *f) {
             "  --api-key K          require \"Authorization: Bearer K\" (default: $JEV_API_KEY; none = open)\n"
             "  --threads N          compute threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-            "  --http-threads N     libmicrohttpd's connection threads (default 4)\n"
+            "  --http-threads N     threads that serve the connections (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
             "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
             "  --idle-timeout S     close a connection silent for S seconds (default 60; 0 = never)\n"
-            "  --request-timeout S  a request still running after S seconds stops with 504 (default 0 = none)\n"
+            "  --request-timeout S  a request still running after S seconds (fractions allowed) stops with 504\n"
+            "                       (default 0 = none)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward (default 64)\n"
             "  --no-prefix-reuse    run every request's image and state afresh (by default the 4 most recent\n"
             "                       prefixes are kept: the same image bytes and state again skip vision and prefill)\n"
             "  -v                   one log line per request on stderr (and the engine's sizes at start)\n\n"
             "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n"
-            "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 3 when the device is lost\n"
-            "(a GPU fault: every request would answer 503; a supervisor should start it again).\n");
+            "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 2 for a bad option, 3 when the\n"
+            "device is lost (a GPU fault: every request would answer 503; a supervisor should start it again).\n");
+}
+
+/* ---- the test hook (above) ---- */
+
+static struct jev_ops lost_ops;
+
+static enum jev_status lost_status(struct jev_backend *be, struct jev_error *err) {
+    (void)be;
+    return jev_fail(err, JEV_ERR_DEVICE_LOST, "JEV_SERVE_TEST_LOSE_DEVICE: a planted device loss");
+}
+
+/* The engine over the CPU ops with lost_status, its pool and backend in *pool and *be. */
+static enum jev_status lost_engine(struct jev_model *model, const struct jev_engine_params *ep, struct jev_pool **pool,
+                                   struct jev_backend **be, struct jev_engine **engine) {
+    struct jev_error err = {0};
+    lost_ops = jev_cpu_ops;
+    lost_ops.status = lost_status;
+    if (jev_pool_init(pool, 1, &err) != JEV_OK || !(*be = jev_cpu_backend_new(*pool)))
+        return JEV_ERR_NOMEM;
+    return jev_engine_init_on(model, ep, &lost_ops, *be, engine);
+}
+
+/* Seconds as a decimal number (fractions allowed) in [0, 86400]; 0, or -1 when s is not one. */
+static int parse_seconds(const char *s, double *out) {
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v >= 0.0 && v <= 86400.0))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 /* The stop pipe: the signal handler's only effect (write is async-signal-safe). */
@@ -59,7 +94,8 @@ static void on_stop_signal(int sig) {
 int cmd_serve(int argc, char **argv) {
     struct jev_server_params sp = jev_server_default_params();
     long port = sp.port, http_threads = sp.http_threads, max_queue = sp.max_queue;
-    long idle_timeout = sp.idle_timeout_s, request_timeout = 0;
+    long idle_timeout = sp.idle_timeout_s;
+    double request_timeout = 0.0;
     long max_body = (long)sp.max_body_bytes;
     struct cli_setup cs;
     cli_setup_init(&cs, "serve");
@@ -94,7 +130,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--idle-timeout")) {
             bad = cli_parse_long(v, 0, 86400, &idle_timeout);
         } else if (!strcmp(a, "--request-timeout")) {
-            bad = cli_parse_long(v, 0, 86400, &request_timeout);
+            bad = parse_seconds(v, &request_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
         } else if (!strcmp(a, "--max-batch")) {
@@ -139,15 +175,28 @@ int cmd_serve(int argc, char **argv) {
 
     struct jev_server *server = NULL;
     struct jev_error err = {0};
+    struct jev_pool *hook_pool = NULL;  /* the test hook's */
+    struct jev_backend *hook_be = NULL; /* the test hook's */
     int rc = 1;
     cs.ep.max_tokens = (int32_t)max_tokens; /* the server sizes its one engine from its options */
     cs.ep.max_batch = (int32_t)max_batch;
-    if (cli_setup_load(&cs, &err) != JEV_OK || cli_setup_open(&cs, true, &err) != JEV_OK) {
+    if (cli_setup_load(&cs, &err) != JEV_OK) {
+        fprintf(stderr, "jev serve: %s\n", err.msg);
+        goto done;
+    }
+    const char *lose = getenv("JEV_SERVE_TEST_LOSE_DEVICE");
+    if (lose && *lose) { /* the test hook: the engine over the planted backend, owned by cs from here */
+        enum jev_status est = lost_engine(cs.model, &cs.ep, &hook_pool, &hook_be, &cs.engine);
+        if (est != JEV_OK || jev_decider_open(cs.model, cs.engine, &cs.decider) != JEV_OK) {
+            fprintf(stderr, "jev serve: %s\n", cs.engine ? jev_engine_last_error(cs.engine) : "out of memory");
+            goto done;
+        }
+    } else if (cli_setup_open(&cs, true, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;
     }
     struct jev_decider *decider = cs.decider;
-    jev_decider_set_timeout(decider, 1000.0 * (double)request_timeout);
+    jev_decider_set_timeout(decider, 1000.0 * request_timeout);
     jev_decider_set_prefix_reuse(decider, reuse_prefix);
     if (jev_server_start(cs.model, decider, &sp, &server, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
@@ -172,7 +221,10 @@ int cmd_serve(int argc, char **argv) {
     }
 done:
     jev_server_stop(server);
-    cli_setup_free(&cs);
+    cli_setup_free(&cs); /* the engine first: the hook's backend and pool below outlive it */
+    if (hook_be)
+        jev_cpu_backend_free(hook_be);
+    jev_pool_free(hook_pool);
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     close(stop_pipe[0]);

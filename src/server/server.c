@@ -1,28 +1,30 @@
 /*
- * server.c - the libmicrohttpd daemon of server.h: binding, the per-request
- * state (body buffer, request id, timing), routing, authentication, the
- * body limit and the queue in front of the decider.
+ * server.c - the HTTP server of server.h: the per-request state (body buffer,
+ * request id, timing), routing, authentication, the body limit and the queue
+ * in front of the decider, over the server's own HTTP/1.1 (http-int.h).
  *
- * libmicrohttpd calls the access handler several times per request: once
- * with the headers (we route, authenticate and check Content-Length there,
- * so a refused request is answered before its body is read), once per
- * piece of body (appended, or dropped once over the limit), and once more
- * with no data when the body is complete (we answer then).
+ * The connection loop calls the handler once with a request's head (we route,
+ * authenticate and check Content-Length there, so a refused request is
+ * answered before its body is read), once per piece of body (appended; past
+ * the limit the answer is 413 at once), and once more when the body is
+ * complete (we answer then). Bytes that are not HTTP come to refused(), and
+ * their answer is the same JSON error body with a request id as every other.
  *
- * What it is not: the request format (wire/request.h), the answers
- * (wire/route.h), the error body (wire/response.h).
+ * What it is not: HTTP framing (http-parse.c, http-loop.c), the request
+ * format (wire/request.h), the answers (wire/route.h), the error body
+ * (wire/response.h).
  */
 #include "server/server.h" // defines: struct jev_server_params, jev_server_start
 
 #include "base/buf.h"      // defines: struct jev_buf, jev_buf_*
 #include "base/log.h"      // defines: jev_log
 #include "base/timing.h"   // defines: jev_now_ms
+#include "http-int.h"      // defines: http_loop_start, http_respond, struct http_exchange
 #include "io/jsonw.h"      // defines: struct jev_jsonw
 #include "model/model.h"   // defines: struct jev_model (dir, params)
 #include "wire/request.h"  // defines: jev_request_parse_systemone, jev_request_parse_openai
 #include "wire/response.h" // defines: jev_response_error, jev_response_request_error
-
-#include <microhttpd.h>
+#include "wire/route.h"    // defines: jev_decide_http
 
 #include <errno.h>
 #include <netdb.h>
@@ -36,15 +38,15 @@
 #include <strings.h>
 #include <poll.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 struct jev_server {
-    struct MHD_Daemon *daemon;    /* NULL until started */
+    struct http_loop *loop;       /* NULL until started */
     struct jev_model *model;      /* not owned */
     struct jev_decider *decider;  /* not owned; used under decide_lock only */
     pthread_mutex_t decide_lock;  /* one decision at a time */
-    pthread_mutex_t log_lock;     /* start_msg */
     atomic_int admitted;          /* requests past the queue gate and not finished */
     atomic_ullong next_id;        /* request counter for the ids */
     uint32_t id_prefix;           /* random per server: ids stay unique across restarts */
@@ -54,23 +56,24 @@ struct jev_server {
     char *api_key;                /* owned copy; NULL = no authentication */
     size_t api_key_len;           /* strlen(api_key) */
     char model_name[256];         /* the model directory's last component, as responses say it */
-    bool starting;                /* MHD's messages go to start_msg while true */
-    char start_msg[256];          /* MHD's first message during start (why a bind failed) */
     struct sockaddr_storage addr; /* the address bound */
+    socklen_t addr_len;
 };
 
 enum route { ROUTE_NONE, ROUTE_SYSTEMONE, ROUTE_DECISIONS, ROUTE_MODELS, ROUTE_HEALTH };
 
-/* One request's state, from its headers to its completion callback. */
+/* One request's state, from its head to its completion callback. */
 struct request {
     enum route route;    /* what the path names */
-    double start_ms;     /* when the headers arrived */
+    double start_ms;     /* when the head arrived */
     char id[40];         /* x-typesafe-request-id */
     char method[16];     /* for the log line */
     char path[128];      /* for the log line (truncated) */
     struct jev_buf body; /* received body, capped at the server's max_body */
-    bool too_large;      /* the body passed the limit: the rest is dropped, the answer is 413 */
+    bool too_large;      /* the body passed the limit: the answer is 413 */
     bool answered;       /* a response was queued */
+    size_t dropped;      /* body bytes of a route that takes none, counted against the limit */
+    const char *note;    /* appended to the log line (a decision's prefix), static */
 };
 
 struct jev_server_params jev_server_default_params(void) {
@@ -92,36 +95,31 @@ struct jev_server_params jev_server_default_params(void) {
 static const char oom_body[] =
     "{\"error\":{\"message\":\"server: out of memory\",\"type\":\"server_error\",\"code\":500}}";
 
-/* Queues body (malloc'd, taken over; NULL = out of memory) with the headers every response
- * carries, plus one extra header when name is non-NULL, and writes the log line. */
-static enum MHD_Result respond(struct MHD_Connection *c, struct request *rq, unsigned status, char *body,
-                               const char *name, const char *value) {
-    struct MHD_Response *resp = NULL;
-    if (body)
-        resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
-    if (!resp) {
-        free(body);
-        status = 500;
-        name = NULL;
-        resp =
-            MHD_create_response_from_buffer(sizeof oom_body - 1, (void *)(uintptr_t)oom_body, MHD_RESPMEM_PERSISTENT);
-        if (!resp)
-            return MHD_NO;
-    }
-    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-    MHD_add_response_header(resp, "x-typesafe-request-id", rq->id);
-    if (name)
-        MHD_add_response_header(resp, name, value);
-    enum MHD_Result r = MHD_queue_response(c, status, resp);
-    MHD_destroy_response(resp);
-    rq->answered = true;
-    jev_log(JEV_LOG_INFO, "%s %s %u %.1f ms %s", rq->method, rq->path, status, jev_now_ms() - rq->start_ms, rq->id);
-    return r;
+static void next_id(struct jev_server *s, char *out, size_t size) {
+    snprintf(out, size, "req_%08x%012llx", s->id_prefix, (unsigned long long)atomic_fetch_add(&s->next_id, 1));
 }
 
-static enum MHD_Result respond_error(struct MHD_Connection *c, struct request *rq, unsigned status, const char *type,
-                                     const char *message, const char *name, const char *value) {
-    return respond(c, rq, status, jev_response_error((int)status, type, message), name, value);
+/* Queues body (malloc'd, freed here; NULL = out of memory) with the headers every response
+ * carries, plus one extra header when name is non-NULL, and writes the log line. */
+static void respond(struct http_exchange *x, struct request *rq, unsigned status, char *body, const char *name,
+                    const char *value) {
+    const char *b = body;
+    if (!b) {
+        b = oom_body;
+        status = 500;
+        name = NULL;
+    }
+    const char *headers[] = {"Content-Type", "application/json", "x-typesafe-request-id", rq->id, name, value, NULL};
+    http_respond(x, status, headers, b, strlen(b));
+    free(body);
+    rq->answered = true;
+    jev_log(JEV_LOG_INFO, "%s %s %u %.1f ms %s%s", rq->method, rq->path, status, jev_now_ms() - rq->start_ms, rq->id,
+            rq->note ? rq->note : "");
+}
+
+static void respond_error(struct http_exchange *x, struct request *rq, unsigned status, const char *type,
+                          const char *message, const char *name, const char *value) {
+    respond(x, rq, status, jev_response_error((int)status, type, message), name, value);
 }
 
 /* {"models":[{"name","description","release_date"}]} (spec §1, TypeSafe's form) plus OpenAI's
@@ -173,23 +171,10 @@ static bool key_matches(const struct jev_server *s, const char *header) {
     return diff == 0;
 }
 
-/* Content-Length when the client sent a valid one; false for none (chunked) or garbage. */
-static bool content_length(struct MHD_Connection *c, unsigned long long *out) {
-    const char *v = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (!v || *v < '0' || *v > '9')
-        return false;
-    char *end = NULL;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    if (errno || *end)
-        return false;
-    *out = n;
-    return true;
-}
-
-/* Appends a piece of body, or drops it once the total passes the limit (the buffer's cap is
- * max_body: a body of exactly the limit fits). false only when an allocation fails. */
+/* Appends a piece of body, or marks the request too large once the total passes the limit (the
+ * buffer's cap is max_body: a body of exactly the limit fits). false only when an allocation fails. */
 static bool body_append(const struct jev_server *s, struct request *rq, const char *data, size_t n) {
+    (void)s;
     if (rq->too_large || n > jev_buf_room(&rq->body)) {
         rq->too_large = true;
         return true;
@@ -201,154 +186,192 @@ static bool body_append(const struct jev_server *s, struct request *rq, const ch
 
 /* The queue is full: the body is still validated first (spec §6.2: validation precedes the load
  * gate), so a broken request gets its own 400/413/422/501 rather than an invitation to retry. */
-static enum MHD_Result refuse_busy(struct MHD_Connection *c, struct jev_server *s, struct request *rq) {
+static void refuse_busy(struct http_exchange *x, struct jev_server *s, struct request *rq) {
     struct jev_request r;
     struct jev_request_error rerr = {0};
     struct jev_request_opts opts = {.no_vision = s->model->params.no_vision};
     const char *b = jev_buf_str(&rq->body);
     enum jev_status st = rq->route == ROUTE_DECISIONS ? jev_request_parse_openai(b, rq->body.len, &opts, &r, &rerr)
                                                       : jev_request_parse_systemone(b, rq->body.len, &opts, &r, &rerr);
-    if (st != JEV_OK)
-        return respond(c, rq, rerr.http_status ? (unsigned)rerr.http_status : 500, jev_response_request_error(&rerr),
-                       NULL, NULL);
+    if (st != JEV_OK) {
+        respond(x, rq, rerr.http_status ? (unsigned)rerr.http_status : 500, jev_response_request_error(&rerr), NULL,
+                NULL);
+        return;
+    }
     jev_request_free(&r);
     char msg[200];
     snprintf(msg, sizeof msg, "server: the decision queue is full (%d waiting, the --max-queue limit); retry later",
              s->max_queue);
-    return respond_error(c, rq, 429, "rate_limit_error", msg, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    respond_error(x, rq, 429, "rate_limit_error", msg, "Retry-After", "1");
 }
 
-static enum MHD_Result decide(struct MHD_Connection *c, struct jev_server *s, struct request *rq) {
+static void decide(struct http_exchange *x, struct jev_server *s, struct request *rq) {
     if (atomic_fetch_add(&s->admitted, 1) + 1 > s->max_queue + 1) {
         atomic_fetch_sub(&s->admitted, 1);
-        return refuse_busy(c, s, rq);
+        refuse_busy(x, s, rq);
+        return;
     }
     char *resp = NULL;
     int32_t http = 500;
-    enum jev_request_format f = rq->route == ROUTE_DECISIONS ? JEV_REQUEST_OPENAI : JEV_REQUEST_SYSTEMONE;
+    struct jev_decide_stats stats = {0};
+    enum jev_request_shape shape = rq->route == ROUTE_DECISIONS ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
     pthread_mutex_lock(&s->decide_lock);
-    jev_decide_json(s->decider, jev_buf_str(&rq->body), rq->body.len, f, &resp, &http);
+    enum jev_status st = jev_decide_http(s->decider, jev_buf_str(&rq->body), rq->body.len, shape, &resp, &http, &stats);
     pthread_mutex_unlock(&s->decide_lock);
     atomic_fetch_sub(&s->admitted, 1);
-    return respond(c, rq, (unsigned)http, resp, NULL, NULL);
+    if (st == JEV_OK)
+        rq->note = stats.prefix_reused ? " prefix kept" : " prefix computed";
+    respond(x, rq, (unsigned)http, resp, NULL, NULL);
 }
 
 /* 200 {"status":"ok"} while the decider can answer; 503 {"status":"unavailable","error":...} once
  * its device failed for good, so that a load balancer's probe takes this replica out. */
-static enum MHD_Result health(struct MHD_Connection *c, struct jev_server *s, struct request *rq) {
+static void health(struct http_exchange *x, struct jev_server *s, struct request *rq) {
     char why[512];
-    if (jev_decider_status(s->decider, why, sizeof why) == JEV_OK)
-        return respond(c, rq, 200, strdup("{\"status\":\"ok\"}"), NULL, NULL);
+    if (jev_decider_status(s->decider, why, sizeof why) == JEV_OK) {
+        respond(x, rq, 200, strdup("{\"status\":\"ok\"}"), NULL, NULL);
+        return;
+    }
     jev_jsonw_utf8_fix(why); /* the message may quote bytes from outside */
     struct jev_jsonw w;
     jev_jsonw_init(&w);
     jev_jsonw_raw(&w, "{\"status\":\"unavailable\",\"error\":");
     jev_jsonw_str(&w, why);
     jev_jsonw_raw(&w, "}");
-    return respond(c, rq, 503, jev_jsonw_finish(&w), NULL, NULL);
+    respond(x, rq, 503, jev_jsonw_finish(&w), NULL, NULL);
 }
 
-/* ---- the access handler ---- */
+/* ---- the handler (http-int.h) ---- */
 
-/* The first call of a request: state, route, method, key and declared size. Returns MHD_YES
- * with nothing queued when the request may go on to its body. */
-static enum MHD_Result on_headers(struct MHD_Connection *c, struct jev_server *s, struct request *rq, const char *url,
-                                  const char *method) {
+/* A request's state; NULL when even that cannot be allocated (then it is answered 500 at once). */
+static struct request *request_new(struct jev_server *s, struct http_exchange *x, const char *method,
+                                   const char *path) {
+    struct request *rq = calloc(1, sizeof *rq);
+    if (!rq) {
+        char id[40];
+        next_id(s, id, sizeof id);
+        const char *headers[] = {"Content-Type", "application/json", "x-typesafe-request-id", id, NULL};
+        http_respond(x, 500, headers, oom_body, sizeof oom_body - 1);
+        return NULL;
+    }
     rq->start_ms = jev_now_ms();
-    snprintf(rq->id, sizeof rq->id, "req_%08x%012llx", s->id_prefix,
-             (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    jev_buf_init(&rq->body, s->max_body);
+    next_id(s, rq->id, sizeof rq->id);
     snprintf(rq->method, sizeof rq->method, "%s", method);
-    snprintf(rq->path, sizeof rq->path, "%s", url);
-    rq->route = route_of(url);
+    snprintf(rq->path, sizeof rq->path, "%s", path);
+    x->user = rq;
+    return rq;
+}
+
+static void too_large(struct http_exchange *x, struct jev_server *s, struct request *rq) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "server: the body is over the limit of %zu bytes (--max-body)", s->max_body);
+    respond_error(x, rq, 413, "request_too_large_error", msg, NULL, NULL);
+}
+
+/* The head: state, route, method, key and declared size. Answers only a refusal. */
+static void on_head(void *ctx, struct http_exchange *x) {
+    struct jev_server *s = ctx;
+    const struct http_head *h = x->head;
+    struct request *rq = request_new(s, x, h->method, h->path);
+    if (!rq)
+        return;
+    rq->route = route_of(h->path);
     if (rq->route == ROUTE_NONE) {
         char msg[200];
         snprintf(msg, sizeof msg,
                  "server: no route %.100s (routes: POST /v1/systemone, POST /v1/decisions, "
                  "GET /v1/models, GET /health)",
-                 url);
-        return respond_error(c, rq, 404, "not_found_error", msg, NULL, NULL);
+                 h->path);
+        respond_error(x, rq, 404, "not_found_error", msg, NULL, NULL);
+        return;
     }
     bool post = route_is_post(rq->route);
-    bool ok = post ? !strcmp(method, "POST") : !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    bool ok = post ? !strcmp(h->method, "POST") : !strcmp(h->method, "GET") || !strcmp(h->method, "HEAD");
     if (!ok) {
         const char *allow = post ? "POST" : "GET, HEAD";
         char msg[200];
-        snprintf(msg, sizeof msg, "server: %.100s takes %s, not %.16s", url, allow, method);
-        return respond_error(c, rq, 405, "invalid_request_error", msg, MHD_HTTP_HEADER_ALLOW, allow);
+        snprintf(msg, sizeof msg, "server: %.100s takes %s, not %.20s", h->path, allow, h->method);
+        respond_error(x, rq, 405, "invalid_request_error", msg, "Allow", allow);
+        return;
     }
-    /* /health stays open so that a load balancer can probe without the key */
-    if (s->api_key && rq->route != ROUTE_HEALTH &&
-        !key_matches(s, MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION)))
-        return respond_error(c, rq, 401, "authentication_error",
-                             "server: this server needs \"Authorization: Bearer <key>\" with its API key", NULL, NULL);
-    unsigned long long n = 0;
-    if (post && content_length(c, &n) && n > s->max_body) {
+    /* /health stays open so that a load balancer can probe without the key; a second
+     * Authorization field is refused like a wrong one */
+    int n_auth = 0;
+    const char *auth = http_head_field(h, "Authorization", &n_auth);
+    if (s->api_key && rq->route != ROUTE_HEALTH && (n_auth != 1 || !key_matches(s, auth))) {
+        respond_error(x, rq, 401, "authentication_error",
+                      "server: this server needs \"Authorization: Bearer <key>\" with its API key", NULL, NULL);
+        return;
+    }
+    if (h->framing == HTTP_BODY_LENGTH && h->length > s->max_body) {
         char msg[200];
-        snprintf(msg, sizeof msg, "server: the body has %llu bytes, over the limit of %zu (--max-body)", n,
-                 s->max_body);
-        return respond_error(c, rq, 413, "request_too_large_error", msg, NULL, NULL);
+        if (h->length == UINT64_MAX)
+            snprintf(msg, sizeof msg, "server: the body's Content-Length is over the limit of %zu bytes (--max-body)",
+                     s->max_body);
+        else
+            snprintf(msg, sizeof msg, "server: the body has %llu bytes, over the limit of %zu (--max-body)",
+                     (unsigned long long)h->length, s->max_body);
+        respond_error(x, rq, 413, "request_too_large_error", msg, NULL, NULL);
     }
-    return MHD_YES;
 }
 
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    struct jev_server *s = cls;
-    struct request *rq = *con_cls;
-    if (!rq) {
-        rq = calloc(1, sizeof *rq);
-        if (!rq)
-            return MHD_NO; /* closes the connection: nothing else can be done without memory */
-        jev_buf_init(&rq->body, s->max_body);
-        *con_cls = rq;
-        return on_headers(c, s, rq, url, method);
+/* A piece of body: appended for the decision routes, counted and dropped for the others; past the
+ * limit the answer is 413 at once (the connection then closes, the rest is not read). */
+static void on_body(void *ctx, struct http_exchange *x, const char *data, size_t n) {
+    struct jev_server *s = ctx;
+    struct request *rq = x->user;
+    if (!rq || rq->answered)
+        return;
+    if (!route_is_post(rq->route)) {
+        rq->dropped += n;
+        if (rq->dropped > s->max_body)
+            too_large(x, s, rq);
+        return;
     }
-    if (rq->answered) {
-        *upload_size = 0; /* a body that follows a refusal is dropped */
-        return MHD_YES;
-    }
-    if (*upload_size) {
-        bool ok = !route_is_post(rq->route) || body_append(s, rq, upload, *upload_size);
-        *upload_size = 0;
-        return ok ? MHD_YES : MHD_NO;
-    }
+    if (!body_append(s, rq, data, n))
+        respond(x, rq, 500, NULL, NULL, NULL);
+    else if (rq->too_large)
+        too_large(x, s, rq);
+}
+
+static void on_end(void *ctx, struct http_exchange *x) {
+    struct jev_server *s = ctx;
+    struct request *rq = x->user;
+    if (!rq || rq->answered)
+        return;
     switch (rq->route) {
-    case ROUTE_HEALTH: return health(c, s, rq);
-    case ROUTE_MODELS: return respond(c, rq, 200, models_body(s), NULL, NULL);
+    case ROUTE_HEALTH: health(x, s, rq); return;
+    case ROUTE_MODELS: respond(x, rq, 200, models_body(s), NULL, NULL); return;
     default: break;
     }
-    if (rq->too_large) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "server: the body is over the limit of %zu bytes (--max-body)", s->max_body);
-        return respond_error(c, rq, 413, "request_too_large_error", msg, NULL, NULL);
-    }
-    return decide(c, s, rq);
+    if (rq->too_large)
+        too_large(x, s, rq);
+    else
+        decide(x, s, rq);
 }
 
-static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    struct request *rq = *con_cls;
+/* The HTTP layer refuses the bytes (malformed, too long, a version or coding not served). */
+static void on_refused(void *ctx, struct http_exchange *x, const struct http_refusal *r) {
+    struct jev_server *s = ctx;
+    struct request *rq = x->user;
+    if (!rq && !(rq = request_new(s, x, x->head ? x->head->method : "-", x->head ? x->head->path : "-")))
+        return;
+    if (rq->answered)
+        return;
+    const char *type = r->status == 413 || r->status == 414 || r->status == 431 ? "request_too_large_error"
+                       : r->status == 501 || r->status == 505                   ? "not_supported_error"
+                                                                                : "invalid_request_error";
+    respond_error(x, rq, (unsigned)r->status, type, r->message, NULL, NULL);
+}
+
+static void on_done(void *ctx, struct http_exchange *x) {
+    struct request *rq = x->user;
     if (rq) {
         jev_buf_free(&rq->body);
         free(rq);
-        *con_cls = NULL;
+        x->user = NULL;
     }
-}
-
-/* libmicrohttpd's own messages: kept while starting (they say why a bind failed), logged after. */
-static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
-    struct jev_server *s = cls;
-    char line[256];
-    vsnprintf(line, sizeof line, fmt, ap);
-    size_t n = strlen(line);
-    while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
-        line[--n] = '\0';
-    pthread_mutex_lock(&s->log_lock);
-    bool keep = s->starting && !s->start_msg[0];
-    if (keep)
-        snprintf(s->start_msg, sizeof s->start_msg, "%s", line);
-    pthread_mutex_unlock(&s->log_lock);
-    if (!keep)
-        jev_log(JEV_LOG_DEBUG, "server: libmicrohttpd: %s", line);
 }
 
 /* ---- lifecycle ---- */
@@ -368,6 +391,7 @@ static bool resolve(struct jev_server *s, const char *host, int32_t port, struct
         return false;
     }
     memcpy(&s->addr, res->ai_addr, res->ai_addrlen);
+    s->addr_len = res->ai_addrlen;
     freeaddrinfo(res);
     return true;
 }
@@ -383,11 +407,19 @@ static const char *base_name(const char *dir, char *out, size_t size) {
     return out;
 }
 
+/* Connections the server keeps open at most: below the descriptor limit, so that accepting never
+ * runs out of descriptors the model or the logs need. */
+static int32_t max_connections(void) {
+    struct rlimit rl;
+    rlim_t n = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? rl.rlim_cur : 1024;
+    if (n == RLIM_INFINITY || n > 10064)
+        n = 10064;
+    return n > 128 ? (int32_t)(n - 64) : 64;
+}
+
 static void server_free(struct jev_server *s) {
-    if (s->daemon)
-        MHD_stop_daemon(s->daemon);
+    http_loop_stop(s->loop);
     pthread_mutex_destroy(&s->decide_lock);
-    pthread_mutex_destroy(&s->log_lock);
     free(s->api_key);
     free(s);
 }
@@ -416,7 +448,6 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
     if (!s)
         return jev_fail(err, JEV_ERR_NOMEM, "server: out of memory");
     pthread_mutex_init(&s->decide_lock, NULL);
-    pthread_mutex_init(&s->log_lock, NULL);
     s->model = model;
     s->decider = decider;
     s->max_queue = p.max_queue;
@@ -436,30 +467,21 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         server_free(s);
         return err->status;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_USE_ERROR_LOG;
-    if (s->addr.ss_family == AF_INET6)
-        flags |= MHD_USE_IPv6;
-    unsigned threads = p.http_threads ? (unsigned)p.http_threads : 4;
-    s->starting = true;
-    errno = 0;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)p.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&s->addr,
-                                 MHD_OPTION_THREAD_POOL_SIZE, threads, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)p.idle_timeout_s, MHD_OPTION_END);
-    int e = errno;
-    pthread_mutex_lock(&s->log_lock);
-    s->starting = false;
-    pthread_mutex_unlock(&s->log_lock);
-    if (!s->daemon) {
-        jev_fail(err, JEV_ERR_IO, "server: cannot listen on %s port %d: %s", host, p.port,
-                 s->start_msg[0] ? s->start_msg
-                 : e             ? strerror(e)
-                                 : "libmicrohttpd refused to start");
+    struct http_loop_params lp = {
+        .addr = s->addr,
+        .addr_len = s->addr_len,
+        .threads = p.http_threads ? p.http_threads : 4,
+        .idle_timeout_s = p.idle_timeout_s,
+        .max_connections = max_connections(),
+        .handler = {.ctx = s, .head = on_head, .body = on_body, .end = on_end, .refused = on_refused, .done = on_done},
+    };
+    char why[256];
+    if (http_loop_start(&lp, &s->loop, why, sizeof why) != 0) {
+        jev_fail(err, JEV_ERR_IO, "server: cannot listen on %s port %d: %s", host, p.port, why);
         server_free(s);
         return err->status;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info && info->port ? (int32_t)info->port : p.port;
+    s->port = http_loop_port(s->loop);
     *out = s;
     return JEV_OK;
 }

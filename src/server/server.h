@@ -1,16 +1,17 @@
 /*
- * server.h - the HTTP server (libmicrohttpd) in front of one decider:
- * POST /v1/systemone and POST /v1/decisions answer through
- * jev_decide_json, GET /v1/models and GET /health describe the server.
+ * server.h - the HTTP server in front of one decider: POST /v1/systemone
+ * and POST /v1/decisions answer through jev_decide_json, GET /v1/models and
+ * GET /health describe the server. It speaks HTTP/1.1 itself (strict
+ * framing, RFC 9112: http-int.h says why not libmicrohttpd).
  *
  * One model, one engine, one decider: the decider is single-threaded, so
- * libmicrohttpd's thread pool reads and writes connections in parallel but
- * the decisions themselves run one at a time behind a mutex. At most
+ * the HTTP threads read and write connections in parallel but the
+ * decisions themselves run one at a time behind a mutex. At most
  * max_queue requests wait for it; one more is answered 429 with
  * Retry-After (after the body has been validated, so a broken body still
  * gets its 400/422, spec/systemone.md §6.2). Every response is JSON and
- * carries an x-typesafe-request-id; errors use the decide layer's
- * {"error":{"message","type","code"}} body.
+ * carries an x-typesafe-request-id, refusals of malformed HTTP included;
+ * errors use the decide layer's {"error":{"message","type","code"}} body.
  *
  * What it is not: TLS (put nginx in front), streaming, several engines
  * (one decider serializes the work), a process: it never installs signal
@@ -32,13 +33,13 @@
 struct jev_server;
 
 struct jev_server_params {
-    const char *host;    /* address to bind (numeric or a name); NULL = "127.0.0.1" */
-    int32_t port;        /* TCP port; 0 = an ephemeral one (jev_server_port says which) */
-    const char *api_key; /* required as "Authorization: Bearer KEY"; NULL or "" = no authentication */
-    size_t
-        max_body_bytes; /* larger bodies get 413 without being read; 0 = JEV_SERVER_MAX_BODY_DEFAULT (also the most) */
-    int32_t max_queue;  /* requests that may wait for the decider besides the one it runs (>= 0) */
-    int32_t http_threads;   /* libmicrohttpd's thread pool (connections, not decisions); 0 = 4 */
+    const char *host;       /* address to bind (numeric or a name); NULL = "127.0.0.1" */
+    int32_t port;           /* TCP port; 0 = an ephemeral one (jev_server_port says which) */
+    const char *api_key;    /* required as "Authorization: Bearer KEY"; NULL or "" = no authentication */
+    size_t max_body_bytes;  /* larger bodies get 413 (a declared length before the body is read, a chunked
+                             * body once it passes); 0 = JEV_SERVER_MAX_BODY_DEFAULT (also the most) */
+    int32_t max_queue;      /* requests that may wait for the decider besides the one it runs (>= 0) */
+    int32_t http_threads;   /* threads serving the connections (not decisions); 0 = 4 */
     int32_t idle_timeout_s; /* a connection silent this long is closed (slow or stuck clients hold no
                              * HTTP thread forever); 0 = never; default 60 */
 };

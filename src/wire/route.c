@@ -13,18 +13,30 @@
 
 #include "wire/response.h" // defines: jev_response_*
 
-/* Maps a failed run to a refusal the server can send. */
+/*
+ * Maps a failed run to a refusal the server can send. A failure the request caused is 4xx, so that
+ * no client retries it (clients retry 5xx: the TypeScript SDK twice); 5xx is left to what the
+ * server may get right the next time (a device fault, the time limit, a lost device) and to what
+ * the spec names 501 (valid input this build cannot handle: a CMYK JPEG).
+ */
 static void map_error(enum jev_status s, const struct jev_error *err, struct jev_request_error *rerr) {
     memset(rerr, 0, sizeof *rerr);
     switch (s) {
-    case JEV_ERR_FORMAT:
-    case JEV_ERR_IO:
+    case JEV_ERR_FORMAT: /* bytes from the request are malformed: an image that does not decode */
+    case JEV_ERR_IO:     /* an input the request names cannot be read */
         rerr->http_status = 400;
         rerr->type = "invalid_request_error";
         break;
-    case JEV_ERR_CONTEXT_FULL:
+    case JEV_ERR_CONTEXT_FULL: /* the prompt does not fit the engine's sizes */
         rerr->http_status = 400;
         rerr->type = "exceed_context_size_error";
+        break;
+    case JEV_ERR_NOMEM:
+        /* a size limit the request passed (an image over 16384 pixels a side or 64 Mpx, a prompt
+         * beyond any engine, a candidate trie over its limit; the message names it), or an
+         * allocation the request's size made fail: the same request again fails the same way */
+        rerr->http_status = 413;
+        rerr->type = "request_too_large_error";
         break;
     case JEV_ERR_INVALID_ARG:
         rerr->http_status = 422;
@@ -42,6 +54,7 @@ static void map_error(enum jev_status s, const struct jev_error *err, struct jev
         rerr->http_status = 503;
         rerr->type = "unavailable_error";
         break;
+    case JEV_ERR_CUDA: /* a device fault that left the device usable: the next request may work */
     default:
         rerr->http_status = 0; /* internal: the response writer makes it a 500 */
         rerr->type = "server_error";
@@ -120,14 +133,23 @@ enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t 
     return s;
 }
 
-enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
-                                enum jev_request_format format, char **response, int32_t *http_status) {
-    struct jev_decide_params p = jev_decider_request_params(decider);
+enum jev_status jev_decide_http(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                char **response, int32_t *http_status, struct jev_decide_stats *stats) {
+    struct jev_decide_params p = jev_decider_request_params(d);
     struct jev_request_error rerr = {0};
-    enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
+    struct jev_decide_result res;
     *response = NULL;
-    enum jev_status s = jev_decide_body(decider, body, len, shape, &p, response, &rerr, NULL);
+    enum jev_status s = jev_decide_body(d, body, len, shape, &p, response, &rerr, &res);
     if (http_status)
         *http_status = s == JEV_OK ? 200 : (rerr.http_status ? rerr.http_status : 500);
+    if (stats)
+        *stats = res.stats; /* zeroed when the run failed */
+    jev_decide_result_free(&res);
     return s;
+}
+
+enum jev_status jev_decide_json(struct jev_decider *decider, const char *body, size_t len,
+                                enum jev_request_format format, char **response, int32_t *http_status) {
+    enum jev_request_shape shape = format == JEV_REQUEST_OPENAI ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
+    return jev_decide_http(decider, body, len, shape, response, http_status, NULL);
 }

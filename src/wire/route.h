@@ -14,12 +14,20 @@
  * Returns the status; *response (malloc'd, caller frees) is the System One /
  * OpenAI response on success and the error body otherwise. rerr (may be NULL) receives the refusal of an
  * invalid request or the mapped error of a failed run (http 400 for an image
- * that does not decode, 413 for a prompt beyond the engine, 422 for a label
- * set too small, 0 for an internal failure). result (may be NULL) receives
- * the run's result (caller frees).
+ * that does not decode, 413 for an image or prompt over a size limit, 422 for
+ * a label set too small, 0 for an internal failure). result (may be NULL)
+ * receives the run's result (caller frees).
  */
 enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
                                 const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
                                 struct jev_decide_result *result);
+
+/*
+ * jev_decide_json (include/jev.h) over a request shape, plus the run's counters in *stats (may be
+ * NULL; zeroed when the run failed): what the server answers and logs. *http_status is 200, the
+ * refusal's status, or 500 for an internal failure.
+ */
+enum jev_status jev_decide_http(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
+                                char **response, int32_t *http_status, struct jev_decide_stats *stats);
 
 #endif
