@@ -1,6 +1,6 @@
 /*
  * cpu-scaling.c - how the CPU backend's building blocks scale with threads
- * (a benchmark, not a test; scripts/bench-scaling.sh builds and runs it).
+ * (a benchmark, not a test; `make build/bench/cpu-scaling` builds it, scripts/device/scaling.sh runs it).
  *
  *   cpu-scaling [--max-threads N] [--tokens M] [--rows R] [--cols K] [--repeats N]
  *
