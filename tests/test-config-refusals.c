@@ -246,10 +246,11 @@ static void expect(const char *what, enum jev_status st, const char *const parts
     printf("  %-48s -> %d: %s\n", what, got, err.msg);
     if (got != st)
         fail_msg("%s: status %d, expected %d (%s)", what, got, st, err.msg);
-    /* the file (the parser's messages carry its full path; the size checks after it, config.c's,
-     * only "config.json") */
-    if (!strstr(err.msg, "config.json"))
-        fail_msg("%s: the message does not name the file: %s", what, err.msg);
+    /* the file, by its full path (the parser's messages and the size checks after it alike) */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/%sconfig.json: ", dir, strstr(what, "generation_config") ? "generation_" : "");
+    if (strncmp(err.msg, path, strlen(path)) != 0)
+        fail_msg("%s: the message does not begin with the file's path %s: %s", what, path, err.msg);
     for (int k = 0; k < 3 && parts[k]; k++)
         if (!strstr(err.msg, parts[k]))
             fail_msg("%s: the message lacks '%s': %s", what, parts[k], err.msg);

@@ -558,9 +558,11 @@ enum jev_status jev_config_parse(const char *json, size_t size, const char *labe
     struct reader r = {label, err};
     enum jev_status st = parse_root(&r, root, c, q);
     json_decref(root);
-    if (st == JEV_OK)
-        st = jev_config_derive(c, err);
-    return st;
+    if (st != JEV_OK)
+        return st;
+    struct jev_error derr = {0}; /* the sizes do not fit together: named with the file's path */
+    st = jev_config_derive(c, &derr);
+    return st == JEV_OK ? JEV_OK : jev_fail(err, st, "%s: %s", label, derr.msg);
 }
 
 /* generation_config.json contributes only its stop tokens; other keys are sampling defaults. */

@@ -5,8 +5,9 @@
 
 #include <math.h>
 
+/* The caller (jev_config_parse) puts the file's path in front of the message. */
 static enum jev_status need(struct jev_error *err, bool ok, const char *what) {
-    return ok ? JEV_OK : jev_fail(err, JEV_ERR_FORMAT, "config.json: %s", what);
+    return ok ? JEV_OK : jev_fail(err, JEV_ERR_FORMAT, "%s", what);
 }
 
 enum jev_status jev_config_derive(struct jev_config *c, struct jev_error *err) {
