@@ -1,6 +1,6 @@
 /*
  * cli-setup.h - what every model-running command does before its own work:
- * take --model, --threads, --backend and -v, load the model, size the
+ * take --model, --threads, --backend, --precision and -v, load the model, size the
  * engine for what the command will ask of it, and open ONE engine (and a
  * decider over it) with those sizes.
  *
@@ -64,7 +64,8 @@ enum {
 /* No options, the engine's and the decider's defaults, nothing opened; cmd names the command. */
 void cli_setup_init(struct cli_setup *s, const char *cmd);
 
-/* Takes --model DIR, --threads N (0..1024), --backend B, -v / --verbose; see the enum above. */
+/* Takes --model DIR, --threads N (0..1024), --backend B, --precision exact|fast (into ep.precision),
+ * -v / --verbose; see the enum above. */
 int cli_setup_arg(struct cli_setup *s, const char *a, const char *v);
 
 /* Loads the model of s->dir with s->threads, s->backend and s->no_vision. */

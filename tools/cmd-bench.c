@@ -30,7 +30,8 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
-               "                 [--threads N] [--backend cpu|cuda] [--workload F] [--dump-inputs DIR]\n\n"
+               "                 [--threads N] [--backend cpu|cuda] [--precision exact|fast] [--workload F]\n"
+               "                 [--dump-inputs DIR]\n\n"
                "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
                "                     full-size model generated into " SYNTH_DIR ")\n"
                "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
@@ -39,6 +40,8 @@ static void usage(FILE *f) {
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
                "  --threads N        worker threads (default: all cores)\n"
                "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  --precision M      exact (default) or fast; fast also runs exact references in the same run and\n"
+               "                     records fast's max probability delta and argmax agreement against them\n"
                "  -v                 the engine's sizes, and the engines the command made, on stderr\n"
                "  --workload F       the workload (default bench/dog-workload.json)\n"
                "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
@@ -203,6 +206,7 @@ int cmd_bench(int argc, char **argv) {
     const char *dir = cs.dir;
     o.threads = cs.threads;
     o.backend = cs.backend;
+    o.precision = cs.ep.precision;
     o.verbose = cs.verbose;
 
     /* the model */

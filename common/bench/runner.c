@@ -241,6 +241,7 @@ static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
     cs->threads = b->o.threads;
     cs->backend = b->o.backend;
     cs->verbose = b->o.verbose;
+    cs->ep.precision = b->o.precision;
     b->image_max_side = workload_max_side(b->o.workload);
     cs->dp.image_max_side = b->image_max_side;
     JEV_TRY(cli_setup_load(cs, err));

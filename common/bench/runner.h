@@ -43,6 +43,7 @@ struct jev_bench_opts {
     int32_t batch;                        /* shared-path suffix batch; 0 = all */
     int32_t threads;                      /* worker threads; 0 = all cores */
     const char *backend;                  /* "cpu" (NULL = cpu), "cuda", "cuda:N" (backend/registry.h) */
+    enum jev_precision precision;         /* the measured mode; fast also runs exact references */
     bool verbose;                         /* the engine's sizes and the engines made, on stderr */
     const char *output;                   /* the record; NULL = artifacts/benchmark.json */
     const char *dump_inputs;              /* a folder: write the peers' inputs there and run nothing */

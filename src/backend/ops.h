@@ -112,6 +112,15 @@ struct jev_ops {
      * the arenas (decide/pipeline.c). */
     void (*memory)(struct jev_backend *be, int64_t *now, int64_t *peak, bool reset_peak);
 
+    /* ---- precision (include/jev.h, enum jev_precision) ---- */
+    /* Which kernels the matrix products use. Every instance starts in JEV_PRECISION_EXACT. A mode the
+     * backend has no kernels for is JEV_ERR_UNSUPPORTED with a message naming what to use instead,
+     * and the instance stays as it was: a mode is never silently replaced by another. The weights
+     * mirror serves every mode, so this may be called again between forwards (the benchmark runs
+     * its exact references on its fast engine). NULL: the backend runs exact only, and the engine
+     * refuses any other mode. */
+    enum jev_status (*set_precision)(struct jev_backend *be, enum jev_precision p, struct jev_error *err);
+
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */
     void (*matmul)(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
