@@ -116,6 +116,17 @@ static void summary(const char *path) {
                json_number_value(json_object_get(a, "direct_shared_max_prob_delta")),
                100.0 * json_number_value(json_object_get(a, "argmax_agreement")),
                json_is_number(g) ? "set" : "null (no generated output met the schema)");
+        json_t *fx = json_object_get(a, "fast_vs_exact"); /* a fast record's: per path, against exact */
+        const char *p;
+        json_t *e;
+        json_object_foreach(fx, p, e) {
+            json_t *d = json_object_get(e, "max_prob_delta"), *m = json_object_get(e, "argmax_agreement");
+            char delta[32] = "n/a";
+            if (json_is_number(d))
+                snprintf(delta, sizeof delta, "%.3g", json_number_value(d));
+            printf("  fast vs exact, %s: max probability delta %s, argmax agreement %.1f%%\n", p, delta,
+                   100.0 * json_number_value(m));
+        }
     }
     json_decref(rec);
 }

@@ -4,7 +4,7 @@
  * paths (generate_json, independent, shared) with label scoring, one warm-up
  * per path on one decision, `repeats` measured samples per (count, path)
  * with the path order rotated across repetitions, and the raw record in the
- * jev-bench/1 schema (common/bench/schema.h) with every sample, phases, forward
+ * jev-bench/2 schema (common/bench/schema.h) with every sample, phases, forward
  * counts, peak engine memory, candidate distributions, the generated raw
  * outputs, the agreement per count and the environment.
  *
