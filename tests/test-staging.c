@@ -7,7 +7,7 @@
  * chunks, the vision output and the hook views (ops.h, model/lm.c,
  * model/vision.c, model/weights-mirror.c). Here the CPU's compute ops run
  * behind a "staged" table that says host_memory = false and keeps its own
- * separate blocks, with f32 weight mirrors as CUDA makes them. Every path of
+ * separate blocks, with f32 weight mirrors (a form a device may choose). Every path of
  * the decision pipeline (shared label and text scoring, independent,
  * generate_json, with an image) must give the plain CPU engine's answers:
  * probabilities within 1e-6 (the f32 mirror and the CPU's bf16 kernels sum in
@@ -65,7 +65,8 @@ static void st_zero(struct jev_backend *be, void *dst, size_t bytes) {
     memset(dst, 0, bytes);
 }
 
-/* As CUDA's exact mode: every matrix becomes f32 rows in the backend's own memory. */
+/* A device backend that widens every matrix to f32 rows in its own memory (as CUDA did before it kept
+ * the stored form on the device): the model layer must not care which form a mirror takes. */
 static int64_t g_fail_mirror_at = -1; /* >= 0: the mirror with this count fails (out of device memory) */
 
 static enum jev_status st_mirror(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *m,

@@ -96,8 +96,9 @@ struct jev_ops {
     /* Waits until every queued op has finished (the profiler's timing point). */
     void (*sync)(struct jev_backend *be);
     /* The backend's own copy of a weight matrix, made once per engine: the CPU uses the
-     * model's (mmapped) matrix as it is; CUDA uploads it to the device (there as f32, the
-     * exact mode's type). Fails with JEV_ERR_NOMEM naming the matrix. Freed by matrix_release. */
+     * model's (mmapped) matrix as it is; CUDA uploads its stored form (the same type, bits,
+     * group and scale type: 4-bit stays 4-bit) and dequantizes as its kernels read it. Fails
+     * with JEV_ERR_NOMEM naming the matrix. Freed by matrix_release. */
     enum jev_status (*matrix_mirror)(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
                                      struct jev_error *err);
     void (*matrix_release)(struct jev_backend *be, struct jev_matrix *mirror);

@@ -83,6 +83,7 @@ void jev_cuda_backend_free(struct jev_backend *be) {
         cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, be->stage);
     jev_cuda_free(be, be->work);
+    jev_cuda_free(be, be->dq);
     free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
@@ -264,39 +265,15 @@ static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err
     return st;
 }
 
-/* Exact mode keeps every matrix as f32 on the device: cuBLAS sgemm reads it directly, and the
- * values are the CPU's dequantized ones bit for bit (tests/cuda/test-cuda-matmul.c). */
+/* Every matrix stays in its stored form on the device (4-bit weights 4-bit: the file's bytes), and the
+ * kernels dequantize as they read, to the CPU's values bit for bit (cuda-weights.cu,
+ * tests/cuda/test-cuda-matmul.c); the mirror also sizes the dequantization scratch, once per engine. */
 static enum jev_status cuda_matrix_mirror(struct jev_backend *be, const struct jev_matrix *host,
                                           struct jev_matrix *mirror, struct jev_error *err) {
-    memset(mirror, 0, sizeof *mirror);
-    size_t bytes = (size_t)host->rows * (size_t)host->cols * sizeof(float);
-    float *dst = jev_cuda_malloc(be, bytes);
-    if (!dst)
-        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: no room for %s (%d x %d f32, %zu bytes)", be->device,
-                        host->name ? host->name : "a matrix", host->rows, host->cols, bytes);
-    enum jev_status s = jev_cuda_dequantize_upload(be, host, dst, err);
-    if (s != JEV_OK) {
-        jev_cuda_free(be, dst);
-        return s;
-    }
-    mirror->type = JEV_MTYPE_F32;
-    mirror->rows = host->rows;
-    mirror->cols = host->cols;
-    mirror->data = dst;
-    mirror->name = host->name;
-    return JEV_OK;
+    return jev_cuda_matrix_upload(be, host, mirror, err);
 }
 
-static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) {
-    if (mirror->data) {
-        /* the mirror's data is this backend's own allocation (const only to the ops that read it) */
-        void *p;
-        memcpy(&p, &mirror->data, sizeof p);
-        cudaStreamSynchronize(be->stream);
-        jev_cuda_free(be, p);
-    }
-    memset(mirror, 0, sizeof *mirror);
-}
+static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) { jev_cuda_matrix_free(be, mirror); }
 
 const struct jev_ops jev_cuda_ops = {
     .name = "cuda",
