@@ -12,6 +12,9 @@
  *   a last partial one, one row each) writing each chunk's columns of y at its offset with the full
  *   row stride: bit-identical to the unchunked product, every output written once; no scratch (or
  *   one smaller than a row) is 0 rows, which the launcher reports instead of dividing by it.
+ * - fast mode's bound (tests/bf16-ref.h): f32 sums of the bf16 products in several orders, rounded to
+ *   nearest and truncated (what tensor cores may do), all within the bound of the double reference;
+ *   and a wrong product (the neighbouring row's) falls outside it.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,12 +22,14 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fenv.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_wget, jev_cuda_chunk_rows (host build)
+#include "bf16-ref.h"                      // defines: bf16_gemm_ref, bf16_round
 #include "test-matrices.h"                 // defines: mat_make, MAT_CASES, mat_det
 
 static const struct mcase extra_cases[] = {
@@ -138,10 +143,86 @@ static void test_chunks(void **state) {
     mat_free(&a);
 }
 
+/* ---- fast mode's bound ---- */
+
+/* sum of p[0..k) in f32 in one of three orders: forward, backward, pairwise blocks of 8. */
+static float f32_sum(const float *p, int64_t k, int order) {
+    float s = 0.0f;
+    if (order == 0) {
+        for (int64_t i = 0; i < k; i++)
+            s += p[i];
+    } else if (order == 1) {
+        for (int64_t i = k - 1; i >= 0; i--)
+            s += p[i];
+    } else {
+        for (int64_t b = 0; b < k; b += 8) {
+            float part = 0.0f;
+            for (int64_t i = b; i < b + 8 && i < k; i++)
+                part += p[i];
+            s += part;
+        }
+    }
+    return s;
+}
+
+static void test_bf16_bound(void **state) {
+    (void)state;
+    static const struct mcase cases[] = {
+        {"q4 g64 bf16 3584 cols", JEV_MTYPE_QAFFINE, 9, 3584, 4, 64, JEV_STYPE_BF16},
+        {"bf16 odd", JEV_MTYPE_BF16, 13, 51, 0, 0, JEV_STYPE_F32},
+        {"f32", JEV_MTYPE_F32, 17, 1024, 0, 0, JEV_STYPE_F32},
+    };
+    const int64_t n = 2;
+    int caught = 0;
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        const struct mcase *mc = &cases[ci];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)ci);
+        const int64_t rows = mc->rows, cols = mc->cols;
+        float *x = malloc((size_t)(n * cols) * sizeof(float)), *w = malloc((size_t)cols * sizeof(float));
+        float *p = malloc((size_t)cols * sizeof(float));
+        double *yref = malloc((size_t)(n * rows) * sizeof(double)),
+               *bound = malloc((size_t)(n * rows) * sizeof(double));
+        assert_true(x && w && p && yref && bound);
+        for (int64_t i = 0; i < n * cols; i++)
+            x[i] = mat_det(i * 5 + 2) * 3.0f;
+        bf16_gemm_ref(&a.m, x, n, yref, bound);
+        for (int64_t r = 0; r < rows; r++) {
+            jev_matrix_row(&a.m, r, w);
+            for (int64_t t = 0; t < n; t++) {
+                for (int64_t c = 0; c < cols; c++)
+                    p[c] = bf16_round(x[t * cols + c]) * bf16_round(w[c]); /* exact in f32 */
+                for (int mode = 0; mode < 2; mode++) {
+                    fesetround(mode ? FE_TOWARDZERO : FE_TONEAREST);
+                    for (int order = 0; order < 3; order++) {
+                        double y = (double)f32_sum(p, cols, order);
+                        double e = fabs(y - yref[t * rows + r]);
+                        if (!(e <= bound[t * rows + r])) {
+                            fesetround(FE_TONEAREST);
+                            fail_msg("%s [%lld][%lld] order %d%s: |%.9g - %.9g| = %.3g above the bound %.3g", mc->name,
+                                     (long long)t, (long long)r, order, mode ? " truncated" : "", y, yref[t * rows + r],
+                                     e, bound[t * rows + r]);
+                        }
+                    }
+                    fesetround(FE_TONEAREST);
+                }
+                /* the product of the next row instead (a wrong row, not a rounding): outside the bound */
+                double wrong = yref[t * rows + (r + 1) % rows];
+                caught += fabs(wrong - yref[t * rows + r]) > bound[t * rows + r];
+            }
+        }
+        free(x), free(w), free(p), free(yref), free(bound);
+        mat_free(&a);
+    }
+    const int total = (int)(n * (9 + 13 + 17));
+    printf("  a neighbouring row's product caught by the bound: %d of %d\n", caught, total);
+    assert_true(caught >= total * 9 / 10);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_wget_equals_matrix_get),
         cmocka_unit_test(test_chunks),
+        cmocka_unit_test(test_bf16_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,6 +23,9 @@
  * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
+ *   The one exception is matmul in fast mode (be->precision, set_precision):
+ *   bf16 inputs, f32 accumulation, checked against a CPU reference of the same
+ *   bf16 inputs within a derived bound (tests/bf16-ref.h).
  * - a launch error is recorded in the backend (jev_cuda_check) and reported by
  *   ops->status (jev_cuda_ops.status), which the model layer asks after each
  *   forward and the parity tests after each op; ops themselves cannot fail
@@ -35,7 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/cuda/cuda-weights-int.h" // defines: JEV_CUDA_DQ_CAP, jev_cuda_dequant_rows
+#include "backend/cuda/cuda-weights-int.h" // defines: JEV_CUDA_DQ_CAP, jev_cuda_dequant_rows, jev_cuda_to_bf16
 #include "backend/ops.h"                   // defines: struct jev_ops, the op argument structs
 
 #include <cublas_v2.h>
@@ -50,8 +53,11 @@ extern "C" {
 
 struct jev_backend {
     int device;                    /* CUDA device ordinal */
+    enum jev_precision precision;  /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
     void *dq;                      /* scratch for one weight chunk's dequantized rows (f32, or bf16 in fast mode) */
     size_t dq_bytes;               /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
+    uint16_t *xh;                  /* fast mode: matmul's activations rounded to bf16 */
+    size_t xh_bytes;               /* its size; grown like work (synchronizing) */
     cudaStream_t stream;           /* every op is queued here */
     cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
@@ -133,9 +139,10 @@ enum jev_status jev_cuda_matrix_upload(struct jev_backend *be, const struct jev_
                                        struct jev_error *err);
 /* Frees what jev_cuda_matrix_upload allocated (after the queued ops) and zeroes *dev. */
 void jev_cuda_matrix_free(struct jev_backend *be, struct jev_matrix *dev);
-/* (jev_cuda_dequant_rows, jev_cuda_dq_bytes: cuda-weights-int.h) */
+/* (jev_cuda_dequant_rows, jev_cuda_to_bf16, jev_cuda_dq_bytes: cuda-weights-int.h) */
 
-/* cuda-matmul.cu: cuBLAS sgemm (sgemv) over the stored weights, dequantized to f32 rows */
+/* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
+ * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y);

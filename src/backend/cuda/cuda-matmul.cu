@@ -2,14 +2,17 @@
  * cuda-matmul.cu - the CUDA matrix products over the weights in their stored form (cuda-weights.cu).
  *
  * - jev_cuda_matmul: y[n][rows] = x[n][cols] . W^T.
- *   An f32 matrix is multiplied where it is; any other type is dequantized into the
+ *   Exact mode: an f32 matrix is multiplied where it is; any other type is dequantized into the
  *   backend's scratch (dq) as f32 rows (the CPU's values bit for bit), in row chunks of at most
  *   JEV_CUDA_DQ_CAP, each chunk one cuBLAS sgemm (sgemv for one token) with the default math mode
  *   (no TF32): plain f32 FMAs, only the order of the sums differs from the CPU
  *   (tests/cuda/test-cuda-matmul.c: NMSE <= 1e-7). A matrix that fits the scratch in one chunk (every
  *   matrix of the 0.8B model but the 1 GB embedding / LM head) goes through the very call the f32
  *   mirror made before the weights stayed 4-bit, on the same values: the same results.
- * - jev_cuda_matmul_rows: the LM head over candidate rows, f32.
+ *   Fast mode: the activations rounded to bf16 (xh), the weights as bf16 rows (a bf16 matrix where
+ *   it is, any other type dequantized and rounded into dq), one cublasGemmEx per chunk with bf16
+ *   inputs, f32 output and CUBLAS_COMPUTE_32F: tensor cores, f32 accumulation.
+ * - jev_cuda_matmul_rows: the LM head over candidate rows, f32 in both modes (scoring stays f32).
  *   Few tokens: one warp per candidate row dequantizes the row as it reads it and dots it with every
  *   token (the weights stream once, no copy). More tokens: the rows are dequantized into the
  *   backend's work scratch in chunks of at most GATHER_BYTES and each chunk is one sgemm.
@@ -53,14 +56,60 @@ static void sgemm_rows(struct jev_backend *be, const float *w, int64_t rows, int
     blas_check(be, st, where);
 }
 
+/* The same product in fast mode: W bf16 rows, X bf16 rows, Y f32, f32 accumulation on tensor cores. */
+static void gemm_bf16_rows(struct jev_backend *be, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
+                           int64_t n, float *y, int64_t ldy) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t st = cublasGemmEx(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)cols, &one, w,
+                                     CUDA_R_16BF, (int)cols, x, CUDA_R_16BF, (int)cols, &zero, y, CUDA_R_32F, (int)ldy,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    blas_check(be, st, "cublasGemmEx bf16 (matmul, fast)");
+}
+
 /* Rows of w per dequantized chunk of elem-byte values in the scratch (0: no scratch: not mirrored here). */
 static int64_t chunk_rows(const struct jev_backend *be, const struct jev_matrix *w, size_t elem) {
     return jev_cuda_chunk_rows(be->dq_bytes, elem, w->rows, w->cols);
 }
 
+/* The fast product: x rounded to bf16 once, then per chunk of weight rows one bf16 GEMM. */
+static void matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
+    const int64_t rows = w->rows, cols = w->cols;
+    size_t xb = (size_t)n * (size_t)cols * sizeof(uint16_t);
+    if (xb > be->xh_bytes) { /* grown (synchronizing) only past the largest product so far */
+        cudaStreamSynchronize(be->stream);
+        jev_cuda_free(be, be->xh);
+        size_t want = xb + xb / 4;
+        be->xh = (uint16_t *)jev_cuda_malloc(be, want);
+        be->xh_bytes = be->xh ? want : 0;
+        if (!be->xh) {
+            jev_cuda_check(be, cudaErrorMemoryAllocation, "matmul (fast): the bf16 activations");
+            return;
+        }
+    }
+    jev_cuda_to_bf16(be, x, n * cols, be->xh);
+    if (w->type == JEV_MTYPE_BF16) {
+        gemm_bf16_rows(be, (const uint16_t *)w->data, rows, cols, be->xh, n, y, rows);
+        return;
+    }
+    int64_t chunk = chunk_rows(be, w, sizeof(uint16_t));
+    if (chunk <= 0) {
+        jev_cuda_check(be, cudaErrorInvalidValue, "matmul (fast): no dequantization scratch (matrix not mirrored)");
+        return;
+    }
+    for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
+        int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
+        jev_cuda_dequant_rows(be, w, r0, nr, be->dq, true);
+        gemm_bf16_rows(be, (const uint16_t *)be->dq, nr, cols, be->xh, n, y + r0, rows);
+    }
+}
+
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
     if (n <= 0 || w->rows <= 0)
         return;
+    if (be->precision == JEV_PRECISION_FAST) {
+        matmul_fast(be, w, x, n, y);
+        return;
+    }
     if (w->type == JEV_MTYPE_F32) {
         sgemm_rows(be, (const float *)w->data, w->rows, w->cols, x, n, y, w->rows, "cublasSgemm (matmul)");
         return;

@@ -48,6 +48,8 @@ struct jev_backend;
  * base/half.h's jev_f32_to_bf16 does; queued. */
 void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out,
                            bool as_bf16);
+/* x[0..count) rounded to bf16 (jev_f32_to_bf16) into out (device); queued. */
+void jev_cuda_to_bf16(struct jev_backend *be, const float *x, int64_t count, uint16_t *out);
 /* The size of the backend's dequantization scratch now (grown by the mirror, at most JEV_CUDA_DQ_CAP). */
 size_t jev_cuda_dq_bytes(const struct jev_backend *be);
 

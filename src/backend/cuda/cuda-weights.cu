@@ -9,6 +9,7 @@
  * - jev_cuda_dequant_rows: rows [r0, r0 + nr) into f32 rows (exact mode: the values of
  *   backend/matrix.c bit for bit, cuda-weights-int.h) or those values rounded to bf16 (fast mode,
  *   base/half.h's rounding), for matmul's cuBLAS call right after.
+ * - jev_cuda_to_bf16: fast mode's activations rounded to bf16, as the CPU reference rounds them.
  *
  * Kernel -> launcher -> entry: the kernels are file-static; the launchers are the entries
  * (cuda-int.h) that cuda.c (the mirror) and cuda-matmul.cu (the products) call.
@@ -48,6 +49,12 @@ static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int6
     }
 }
 
+static __global__ void to_bf16_kernel(const float *__restrict__ x, int64_t count, uint16_t *__restrict__ out) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
+        out[i] = jev_f32_to_bf16(x[i]);
+}
+
 /* ---- launchers ---- */
 
 void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out,
@@ -63,6 +70,13 @@ void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, i
 }
 
 size_t jev_cuda_dq_bytes(const struct jev_backend *be) { return be->dq_bytes; }
+
+void jev_cuda_to_bf16(struct jev_backend *be, const float *x, int64_t count, uint16_t *out) {
+    if (count <= 0)
+        return;
+    to_bf16_kernel<<<dq_blocks(be, count), DQ_THREADS, 0, be->stream>>>(x, count, out);
+    jev_cuda_check(be, cudaGetLastError(), "activations to bf16");
+}
 
 /* ---- the stored form ---- */
 

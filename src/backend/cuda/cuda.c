@@ -42,6 +42,7 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
     if (!be)
         return jev_fail(err, JEV_ERR_NOMEM, "cuda: cannot allocate the backend");
     be->device = device;
+    be->precision = JEV_PRECISION_EXACT; /* ops.h: every instance starts exact */
     be->first_error = cudaSuccess;
     struct cudaDeviceProp prop;
     if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess ||
@@ -56,7 +57,8 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
     cublasStatus_t bs = cublasCreate(&be->blas);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetStream(be->blas, be->stream);
-    /* exact mode: f32 FMA math, never TF32 tensor cores (DESIGN.md, Numerics) */
+    /* sgemm is f32 FMA math, never TF32 tensor cores (exact mode; fast mode's bf16 GemmEx uses tensor
+     * cores under this math mode, as cuBLAS does for 16-bit inputs) */
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetMathMode(be->blas, CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -84,6 +86,7 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     jev_cuda_free(be, be->stage);
     jev_cuda_free(be, be->work);
     jev_cuda_free(be, be->dq);
+    jev_cuda_free(be, be->xh);
     free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
@@ -275,6 +278,15 @@ static enum jev_status cuda_matrix_mirror(struct jev_backend *be, const struct j
 
 static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) { jev_cuda_matrix_free(be, mirror); }
 
+/* Both modes run here (cuda-matmul.cu); the mirror and the scratch serve both, so the engine may switch
+ * between forwards. */
+static enum jev_status cuda_set_precision(struct jev_backend *be, enum jev_precision p, struct jev_error *err) {
+    if (p != JEV_PRECISION_EXACT && p != JEV_PRECISION_FAST)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "cuda: precision %d is not a mode", (int)p);
+    be->precision = p;
+    return JEV_OK;
+}
+
 const struct jev_ops jev_cuda_ops = {
     .name = "cuda",
     .host_memory = false,
@@ -288,6 +300,7 @@ const struct jev_ops jev_cuda_ops = {
     .matrix_release = cuda_matrix_release,
     .status = cuda_status,
     .memory = cuda_memory,
+    .set_precision = cuda_set_precision,
     .matmul = jev_cuda_matmul,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
