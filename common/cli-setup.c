@@ -66,8 +66,14 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
         JEV_TRY(jev_decider_planner(s->model, &s->dp, &s->planner, err));
     int32_t batch = 0, tokens = 0;
     JEV_TRY(jev_decide_plan(s->planner, r, p, &batch, &tokens, err));
-    if (batch > s->ep.max_batch)
+    /* The first plan sets max_batch, later ones grow it: the plan counts the sequences alive at once
+     * exactly, and each is committed memory on a device (the 0.8B model's DeltaNet state is 20 MB a
+     * sequence: the library default of 64 would hold 1.3 GB). max_tokens keeps the default as its
+     * floor: the K/V pool's room for the forks' suffixes is twice max_tokens, which the plan's
+     * longest sequence does not count. */
+    if (!s->planned || batch > s->ep.max_batch)
         s->ep.max_batch = batch;
+    s->planned = true;
     if (tokens > s->ep.max_tokens)
         s->ep.max_tokens = tokens;
     return JEV_OK;

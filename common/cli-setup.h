@@ -45,6 +45,7 @@ struct cli_setup {
     bool no_vision;               /* load without the vision tower (text-only commands) */
     struct jev_engine_params ep;  /* the engine's sizes: the defaults, grown by cli_setup_plan */
     struct jev_decider_params dp; /* the decider's (and the planner's) settings */
+    bool planned;                 /* cli_setup_plan ran: ep.max_batch is the plan's, not the default */
     /* what it opened; cli_setup_free frees it */
     struct jev_model *model;     /* cli_setup_load */
     struct jev_decider *planner; /* cli_setup_plan's (no engine); freed by cli_setup_open */
@@ -71,8 +72,10 @@ int cli_setup_arg(struct cli_setup *s, const char *a, const char *v);
 /* Loads the model of s->dir with s->threads, s->backend and s->no_vision. */
 enum jev_status cli_setup_load(struct cli_setup *s, struct jev_error *err);
 
-/* Grows s->ep to what request r with params p needs (jev_decide_plan on a planner decider made on
- * first use, before any engine). */
+/* Sizes s->ep for request r with params p (jev_decide_plan on a planner decider made on first use,
+ * before any engine): the first plan sets max_batch to the sequences it needs (not the library's
+ * default: every sequence slot is device memory on CUDA), later plans grow it; max_tokens only
+ * grows from the default. */
 enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r, const struct jev_decide_params *p,
                                struct jev_error *err);
 

@@ -133,10 +133,11 @@ static void test_decide_one_engine(void **state) {
         fail_msg("no engine line with the planned sizes:\n%s", out);
     if (!strstr(out, "jev decide: engines made 1, weight mirrors made 1"))
         fail_msg("not one engine and one weights mirror:\n%s", out);
-    /* a request that fits the defaults gets the defaults, still one engine */
+    /* a small request gets the sequences it needs (a prefix and 3 forks), not the default 64; still one
+     * engine */
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 3 -v 2>&1 >/dev/null", g_model, g_work);
     assert_int_equal(jev(args, out, sizeof out), 0);
-    assert_non_null(strstr(out, "max_batch 64, max_tokens 8192"));
+    assert_non_null(strstr(out, "max_batch 3, max_tokens 8192"));
     assert_non_null(strstr(out, "engines made 1, weight mirrors made 1"));
 }
 
