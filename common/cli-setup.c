@@ -7,8 +7,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "base/log.h"        // defines: jev_log_set_level
-#include "common/cli-args.h" // defines: cli_parse_long
+#include "backend/registry.h" // defines: jev_precision_parse
+#include "base/log.h"         // defines: jev_log_set_level
+#include "common/cli-args.h"  // defines: cli_parse_long
 
 void cli_setup_init(struct cli_setup *s, const char *cmd) {
     memset(s, 0, sizeof *s);
@@ -23,12 +24,17 @@ int cli_setup_arg(struct cli_setup *s, const char *a, const char *v) {
         return CLI_ARG_FLAG;
     }
     bool model = !strcmp(a, "--model"), threads = !strcmp(a, "--threads"), backend = !strcmp(a, "--backend");
-    if (!model && !threads && !backend)
+    bool precision = !strcmp(a, "--precision");
+    if (!model && !threads && !backend && !precision)
         return CLI_ARG_NOT_MINE;
     if (!v)
         return CLI_ARG_MISSING;
     if (model) {
         s->dir = v;
+    } else if (precision) {
+        /* the name here; whether the backend can run it, at the engine (jev_engine_init says what to use) */
+        if (jev_precision_parse(v, &s->ep.precision, NULL) != JEV_OK)
+            return CLI_ARG_BAD;
     } else if (backend) {
         s->backend = v; /* checked by the model load (backend/registry.h), which names what is wrong */
     } else {
@@ -60,8 +66,14 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
         JEV_TRY(jev_decider_planner(s->model, &s->dp, &s->planner, err));
     int32_t batch = 0, tokens = 0;
     JEV_TRY(jev_decide_plan(s->planner, r, p, &batch, &tokens, err));
-    if (batch > s->ep.max_batch)
+    /* The first plan sets max_batch, later ones grow it: the plan counts the sequences alive at once
+     * exactly, and each is committed memory on a device (the 0.8B model's DeltaNet state is 20 MB a
+     * sequence: the library default of 64 would hold 1.3 GB). max_tokens keeps the default as its
+     * floor: the K/V pool's room for the forks' suffixes is twice max_tokens, which the plan's
+     * longest sequence does not count. */
+    if (!s->planned || batch > s->ep.max_batch)
         s->ep.max_batch = batch;
+    s->planned = true;
     if (tokens > s->ep.max_tokens)
         s->ep.max_tokens = tokens;
     return JEV_OK;
@@ -76,9 +88,11 @@ enum jev_status cli_setup_open(struct cli_setup *s, bool with_decider, struct je
     if (st != JEV_OK)
         return jev_fail(err, st, "%s", s->engine ? jev_engine_last_error(s->engine) : "out of memory for the engine");
     if (s->verbose)
-        fprintf(stderr, "jev %s: engine: %s backend, %d threads, max_batch %d, max_tokens %d, prefill_chunk %d\n",
-                s->cmd, s->engine->ops->name, jev_pool_size(s->engine->pool), s->engine->params.max_batch,
-                s->engine->params.max_tokens, s->engine->params.prefill_chunk);
+        fprintf(stderr,
+                "jev %s: engine: %s backend, %s precision, %d threads, max_batch %d, max_tokens %d, prefill_chunk %d\n",
+                s->cmd, s->engine->ops->name, jev_precision_name(s->engine->params.precision),
+                jev_pool_size(s->engine->pool), s->engine->params.max_batch, s->engine->params.max_tokens,
+                s->engine->params.prefill_chunk);
     if (with_decider)
         JEV_TRY(jev_decider_init(s->model, s->engine, &s->dp, &s->decider, err));
     return JEV_OK;

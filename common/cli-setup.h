@@ -1,6 +1,6 @@
 /*
  * cli-setup.h - what every model-running command does before its own work:
- * take --model, --threads, --backend and -v, load the model, size the
+ * take --model, --threads, --backend, --precision and -v, load the model, size the
  * engine for what the command will ask of it, and open ONE engine (and a
  * decider over it) with those sizes.
  *
@@ -45,6 +45,7 @@ struct cli_setup {
     bool no_vision;               /* load without the vision tower (text-only commands) */
     struct jev_engine_params ep;  /* the engine's sizes: the defaults, grown by cli_setup_plan */
     struct jev_decider_params dp; /* the decider's (and the planner's) settings */
+    bool planned;                 /* cli_setup_plan ran: ep.max_batch is the plan's, not the default */
     /* what it opened; cli_setup_free frees it */
     struct jev_model *model;     /* cli_setup_load */
     struct jev_decider *planner; /* cli_setup_plan's (no engine); freed by cli_setup_open */
@@ -64,14 +65,17 @@ enum {
 /* No options, the engine's and the decider's defaults, nothing opened; cmd names the command. */
 void cli_setup_init(struct cli_setup *s, const char *cmd);
 
-/* Takes --model DIR, --threads N (0..1024), --backend B, -v / --verbose; see the enum above. */
+/* Takes --model DIR, --threads N (0..1024), --backend B, --precision exact|fast (into ep.precision),
+ * -v / --verbose; see the enum above. */
 int cli_setup_arg(struct cli_setup *s, const char *a, const char *v);
 
 /* Loads the model of s->dir with s->threads, s->backend and s->no_vision. */
 enum jev_status cli_setup_load(struct cli_setup *s, struct jev_error *err);
 
-/* Grows s->ep to what request r with params p needs (jev_decide_plan on a planner decider made on
- * first use, before any engine). */
+/* Sizes s->ep for request r with params p (jev_decide_plan on a planner decider made on first use,
+ * before any engine): the first plan sets max_batch to the sequences it needs (not the library's
+ * default: every sequence slot is device memory on CUDA), later plans grow it; max_tokens only
+ * grows from the default. */
 enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r, const struct jev_decide_params *p,
                                struct jev_error *err);
 

@@ -266,9 +266,10 @@ enum jev_status jev_verify_run(struct jev_decider *d, const struct jev_verify_op
         sum->max_abs_diff = max_diff;
         sum->argmax_agreement = sum->n_cases ? (double)agree / sum->n_cases : 0.0;
         sum->pass = max_diff <= tol && agree == sum->n_cases;
-        *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:{s:i, s:i, s:f, s:f, s:f, s:b}}", "format",
+        *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:{s:i, s:i, s:f, s:f, s:f, s:b}}", "format",
                          "jev-scoring-verification/1", "model_dir", model->dir, "normalisation",
-                         o.norm == JEV_TRIE_MEAN ? "mean" : "sum", "engine",
+                         o.norm == JEV_TRIE_MEAN ? "mean" : "sum", "precision",
+                         jev_precision_name(jev_decider_engine(d)->params.precision), "engine",
                          "shared path, text scoring: prefix prefill, forked suffixes, candidate trie, full-vocabulary "
                          "log-softmax at the query positions",
                          "cases", jcases, "summary", "cases", sum->n_cases, "tokens", sum->n_tokens, "max_abs_diff",

@@ -1,5 +1,5 @@
 /*
- * fuzz-report-json.c - libFuzzer target: bytes -> jev-bench/1 load and
+ * fuzz-report-json.c - libFuzzer target: bytes -> jev-bench/2 (and /1) load and
  * validate -> (when valid) Markdown and SVG rendering into memory, with the
  * record as a file, as a peer of itself and as the reference.
  *

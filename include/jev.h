@@ -103,13 +103,30 @@ JEV_API void jev_model_free(struct jev_model *model);
 
 /* ---- engine ---- */
 
+/* How an engine does its arithmetic. */
+enum jev_precision {
+    /* f32 math everywhere (the default): every op's result within 1e-5 of transformers in f32 */
+    JEV_PRECISION_EXACT = 0,
+    /* bf16 tensor-core matrix products with f32 accumulation; the DeltaNet state, norms, softmax
+     * and scoring stay f32. Its cost in accuracy is measured by `jev bench --precision fast`.
+     * The CUDA backend has it; the CPU backend refuses it with JEV_ERR_UNSUPPORTED. */
+    JEV_PRECISION_FAST = 1,
+};
+
+/* "exact", "fast"; "unknown" for a value outside the enum. Static. */
+JEV_API const char *jev_precision_name(enum jev_precision p);
+
 struct jev_engine_params {
-    int32_t max_tokens;    /* longest sequence the engine holds; 0 = 8192 */
-    int32_t max_batch;     /* most sequences in one batched forward; 0 = 64 */
-    int32_t prefill_chunk; /* tokens per prefill step; 0 = 512 */
+    int32_t max_tokens;           /* longest sequence the engine holds; 0 = 8192 */
+    int32_t max_batch;            /* most sequences in one batched forward; 0 = 64 */
+    int32_t prefill_chunk;        /* tokens per prefill step; 0 = 512 */
+    enum jev_precision precision; /* JEV_PRECISION_EXACT (0, the default) or JEV_PRECISION_FAST */
 };
 
 JEV_API struct jev_engine_params jev_engine_default_params(void);
+/* A precision the model's backend has no kernels for (fast on the CPU) is JEV_ERR_UNSUPPORTED, and
+ * jev_engine_last_error names what to use instead; a value outside the enum is JEV_ERR_INVALID_ARG.
+ * A mode is never silently replaced by another. */
 JEV_API enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
                                         struct jev_engine **out);
 JEV_API void jev_engine_free(struct jev_engine *engine);

@@ -150,8 +150,42 @@ static void test_time_limit_is_504(void **state) {
     jev_decider_set_timeout(decider, 0);
 }
 
+/* The precision modes: named, exact by default, fast refused on the CPU backend with a message that
+ * says what to use instead (never run as exact under fast's name), a value outside the enum refused. */
+static void test_precision(void **state) {
+    (void)state;
+    assert_string_equal(jev_precision_name(JEV_PRECISION_EXACT), "exact");
+    assert_string_equal(jev_precision_name(JEV_PRECISION_FAST), "fast");
+    assert_string_equal(jev_precision_name((enum jev_precision)7), "unknown");
+    assert_int_equal(jev_engine_default_params().precision, JEV_PRECISION_EXACT);
+
+    struct jev_engine_params ep = jev_engine_default_params();
+    ep.max_tokens = 256;
+    ep.max_batch = 2;
+    ep.precision = JEV_PRECISION_FAST;
+    struct jev_engine *e = NULL;
+    assert_int_equal(jev_engine_init(model, &ep, &e), JEV_ERR_UNSUPPORTED);
+    assert_non_null(e);
+    const char *msg = jev_engine_last_error(e);
+    if (!strstr(msg, "\"fast\"") || !strstr(msg, "use precision exact") || !strstr(msg, "--backend cuda"))
+        fail_msg("the refusal does not say what to use instead: %s", msg);
+    jev_engine_free(e);
+
+    ep.precision = (enum jev_precision)5;
+    e = NULL;
+    assert_int_equal(jev_engine_init(model, &ep, &e), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(jev_engine_last_error(e), "precision 5"));
+    jev_engine_free(e);
+
+    ep.precision = JEV_PRECISION_EXACT;
+    e = NULL;
+    assert_int_equal(jev_engine_init(model, &ep, &e), JEV_OK);
+    jev_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision),
         cmocka_unit_test(test_systemone_round_trip),
         cmocka_unit_test(test_refusal_has_status_and_error_body),
         cmocka_unit_test(test_time_limit_is_504),

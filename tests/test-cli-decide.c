@@ -133,10 +133,11 @@ static void test_decide_one_engine(void **state) {
         fail_msg("no engine line with the planned sizes:\n%s", out);
     if (!strstr(out, "jev decide: engines made 1, weight mirrors made 1"))
         fail_msg("not one engine and one weights mirror:\n%s", out);
-    /* a request that fits the defaults gets the defaults, still one engine */
+    /* a small request gets the sequences it needs (a prefix and 3 forks), not the default 64; still one
+     * engine */
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 3 -v 2>&1 >/dev/null", g_model, g_work);
     assert_int_equal(jev(args, out, sizeof out), 0);
-    assert_non_null(strstr(out, "max_batch 64, max_tokens 8192"));
+    assert_non_null(strstr(out, "max_batch 3, max_tokens 8192"));
     assert_non_null(strstr(out, "engines made 1, weight mirrors made 1"));
 }
 
@@ -165,6 +166,19 @@ static void test_decide_errors(void **state) {
     snprintf(args, sizeof args, "decide --model %s --request %s/bad.json", g_model, g_dir);
     assert_int_equal(jev(args, out, sizeof out), 1);
     assert_non_null(strstr(out, "refused (422 unprocessable_entity_error)"));
+    /* --precision: a name outside exact|fast is a usage error; fast on the CPU is refused at the engine,
+     * saying what to use instead (never answered in exact under fast's name); exact is the default */
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --precision bf16", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--precision"));
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --precision fast", g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 1);
+    if (!strstr(out, "cpu backend: precision \"fast\"") || !strstr(out, "use precision exact"))
+        fail_msg("jev decide --precision fast on the CPU: %s", out);
+    snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 2 --precision exact -v 2>&1 >/dev/null",
+             g_model, g_work);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "cpu backend, exact precision,"));
 }
 
 static void test_verify(void **state) {
@@ -184,6 +198,18 @@ static void test_verify(void **state) {
     json_decref(v);
     snprintf(args, sizeof args, "verify --model %s --norm median", g_model);
     assert_int_equal(jev(args, out, sizeof out), 2);
+    /* the mode is the engine's, in the record and the summary line; fast is refused on the CPU */
+    assert_non_null(strstr(out, "--precision M"));
+    v = json_load_file(path, 0, &je);
+    assert_non_null(v);
+    assert_string_equal(json_string_value(json_object_get(v, "precision")), "exact");
+    json_decref(v);
+    snprintf(args, sizeof args, "verify --model %s --output %s --precision exact", g_model, path);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "jev verify (exact):"));
+    snprintf(args, sizeof args, "verify --model %s --output %s --precision fast", g_model, path);
+    assert_int_equal(jev(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "cpu backend: precision \"fast\""));
 }
 
 static void test_bench(void **state) {
@@ -220,6 +246,13 @@ static void test_bench(void **state) {
     snprintf(args, sizeof args, "bench --model %s --batch 0", g_model);
     assert_int_equal(jev(args, out, sizeof out), 2);
     snprintf(args, sizeof args, "bench --model %s --repeats", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    /* fast on the CPU: refused before anything is measured, saying what to use instead */
+    snprintf(args, sizeof args, "bench --model %s --workload %s --counts 1 --repeats 1 --output %s --precision fast",
+             g_model, g_work, path);
+    assert_int_equal(jev(args, out, sizeof out), 1);
+    assert_non_null(strstr(out, "cpu backend: precision \"fast\""));
+    snprintf(args, sizeof args, "bench --model %s --precision half", g_model);
     assert_int_equal(jev(args, out, sizeof out), 2);
 }
 

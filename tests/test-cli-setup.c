@@ -226,6 +226,41 @@ static void test_planner(void **state) {
     jev_request_free(&r);
 }
 
+/* A planned engine holds the sequences its requests need, not the library's default 64 (each is
+ * device memory on CUDA): the first plan sets max_batch, later plans only grow it; max_tokens keeps
+ * its default as the floor. */
+static void test_plan_sizes(void **state) {
+    (void)state;
+    struct jev_request r3, r9;
+    workload(3, &r3);
+    workload(9, &r9);
+    struct jev_decide_params p = jev_decide_default_params(); /* shared, batches of 4 */
+    struct cli_setup cs;
+    cli_setup_init(&cs, "test");
+    cs.dir = g_dir;
+    cs.threads = 1;
+    struct jev_error err = {0};
+    assert_int_equal(cli_setup_load(&cs, &err), JEV_OK);
+    assert_int_equal(cs.ep.max_batch, 64);
+    assert_int_equal(cli_setup_plan(&cs, &r3, &p, &err), JEV_OK);
+    assert_int_equal(cs.ep.max_batch, 3); /* a prefix and 3 forks alive at once */
+    assert_int_equal(cli_setup_plan(&cs, &r9, &p, &err), JEV_OK);
+    assert_int_equal(cs.ep.max_batch, 4); /* batches of 4 forks */
+    assert_int_equal(cli_setup_plan(&cs, &r3, &p, &err), JEV_OK);
+    assert_int_equal(cs.ep.max_batch, 4); /* never shrinks after the first plan */
+    assert_int_equal(cs.ep.max_tokens, 8192);
+    assert_int_equal(cli_setup_open(&cs, true, &err), JEV_OK);
+    assert_int_equal(cs.engine->params.max_batch, 4);
+    /* and the engine answers both requests */
+    struct jev_decide_result res;
+    assert_int_equal(jev_decide_run(cs.decider, &r9, &p, &res, &err), JEV_OK);
+    assert_int_equal(res.answers.n, 9);
+    jev_decide_result_free(&res);
+    cli_setup_free(&cs);
+    jev_request_free(&r3);
+    jev_request_free(&r9);
+}
+
 /* The CLI's set-up: a request larger than the default engine is planned first, then one engine of that
  * size is built; nothing builds a second. */
 static void test_one_engine(void **state) {
@@ -255,6 +290,7 @@ static void test_one_engine(void **state) {
     assert_int_equal(cli_setup_open(&cs, true, &err), JEV_OK);
     assert_null(cs.planner);
     assert_int_equal(cs.engine->params.max_batch, 100);
+    assert_true(cs.planned);
     assert_ptr_equal(jev_decider_engine(cs.decider), cs.engine);
     assert_ptr_equal(jev_decider_tokenizer(cs.decider), cs.model->tokenizer);
     struct jev_decide_result res;
@@ -277,6 +313,7 @@ int main(void) {
         cmocka_unit_test(test_tokenizer_first_use_from_threads),
         cmocka_unit_test(test_tokenizer_file_missing_or_broken),
         cmocka_unit_test(test_planner),
+        cmocka_unit_test(test_plan_sizes),
         cmocka_unit_test(test_one_engine),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

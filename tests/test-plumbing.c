@@ -13,7 +13,9 @@
  * - cuda-check.sh (no GPU needed for these steps): `bash -n`; `tests` over planted parity
  *   binaries exits 0 when they all pass and 1 when one fails, naming it, and the steps after
  *   a failed one still run; `sanitize` with a planted compute-sanitizer fails on a report;
- *   `agree` with a planted jev fails on a CPU/CUDA disagreement and on a failed jev verify.
+ *   `agree` with a planted jev fails on a CPU/CUDA disagreement and on a failed jev verify;
+ *   `fast` fails when fast is far from exact or its bench record's peak device memory is over
+ *   1.5 GB, and so does `bench` on its record.
  *   What stays unchecked here: the GPU itself (unpack's nvidia-smi, the real binaries).
  *
  * Not here: tests/run.sh (tests/test-runner.c), the deploy files (tests/test-deploy.c).
@@ -228,13 +230,15 @@ static void test_named_scripts_exist(void **state) {
 
 /* ---- cuda-check.sh ---- */
 
-/* Runs cuda-check.sh STEPS with WORK=base/cuda-NAME (planted bin/), OUT under it; extra env. */
-static struct cmd_result cuda_check(const char *name, const char *steps, const char *extra_env) {
+/* Runs cuda-check.sh STEPS with WORK=base/cuda-NAME (planted bin/), OUT under it; two extra env entries
+ * (either may be NULL; the first NULL ends the list). */
+static struct cmd_result cuda_check_env(const char *name, const char *steps, const char *extra_env,
+                                        const char *extra_env2) {
     char work[PATH_MAX + 64], out[PATH_MAX + 80], cuda[PATH_MAX + 80];
     snprintf(work, sizeof work, "WORK=%s/cuda-%s", base, name);
     snprintf(out, sizeof out, "OUT=%s/cuda-%s/out", base, name);
     snprintf(cuda, sizeof cuda, "CUDA_HOME=%s/cuda-%s/cuda", base, name);
-    const char *env[] = {work, out, cuda, extra_env, NULL};
+    const char *env[] = {work, out, cuda, extra_env, extra_env2, NULL};
     char cmd[512];
     snprintf(cmd, sizeof cmd, "bash scripts/device/cuda-check.sh %s", steps);
     const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
@@ -243,6 +247,10 @@ static struct cmd_result cuda_check(const char *name, const char *steps, const c
     snprintf(title, sizeof title, "cuda-check.sh %s (%s)", steps, name);
     cmd_print(title, &r);
     return r;
+}
+
+static struct cmd_result cuda_check(const char *name, const char *steps, const char *extra_env) {
+    return cuda_check_env(name, steps, extra_env, NULL);
 }
 
 #define CMOCKA_OK "echo '[==========] Running 1 test(s).'; echo '[  PASSED  ] 1 test(s).'\n"
@@ -343,12 +351,60 @@ static void test_cuda_check_agree_step(void **state) {
     free(r.out);
 }
 
+/* The fast step and the bench records' memory: a jev whose fast answers differ from exact by 0.002 (or
+ * P), whose bench records peak at 1.0 GB (or PEAK bytes), with fast vs exact in the fast record. */
+static void test_cuda_check_fast_step(void **state) {
+    (void)state;
+    char p[PATH_MAX + 64];
+    const char *jev =
+        "case \"$1 $*\" in\n"
+        "bench\\ *) o=; prev=; for a; do [ \"$prev\" = --output ] && o=$a; prev=$a; done\n"
+        "  fx=null; case \"$*\" in *'--precision fast'*) "
+        "fx='{\"shared\":{\"max_prob_delta\":0.004,\"argmax_agreement\":1.0}}';; esac\n"
+        "  echo \"{\\\"runs\\\":[{\\\"decisions\\\":64,\\\"path\\\":\\\"shared\\\",\\\"samples\\\":"
+        "[{\\\"peak_bytes\\\":${PEAK:-1000000000}}]}],\\\"agreement\\\":[{\\\"decisions\\\":64,"
+        "\\\"fast_vs_exact\\\":$fx}]}\" > \"$o\"; echo 'jev bench: 1 samples';;\n"
+        "verify\\ *) echo 'jev verify (fast): 4 cases -> PASS';;\n"
+        "*'--precision fast'*) echo \"{\\\"answers\\\":{\\\"q0\\\":{\\\"choice\\\":\\\"A\\\",\\\"probabilities\\\":"
+        "{\\\"A\\\":${P:-0.898},\\\"B\\\":0.1}}}}\";;\n"
+        "*) echo '{\"answers\":{\"q0\":{\"choice\":\"A\",\"probabilities\":{\"A\":0.9,\"B\":0.1}}}}';;\n"
+        "esac\n";
+    script(p, sizeof p, "cuda-fast/bin/jev", jev);
+    struct cmd_result r = cuda_check("fast", "fast", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "exact vs fast on cuda, 1 questions: max probability delta 0.002, same answers 1/1"));
+    assert_non_null(strstr(r.out, "jev verify (fast)"));
+    assert_non_null(strstr(r.out, "fast vs exact, 64 decisions, shared: max probability delta 0.004"));
+    assert_non_null(strstr(r.out, "peak device memory 1.000 GB"));
+    free(r.out);
+    /* fast far from exact (a wrong product): the step fails, the bench still runs */
+    r = cuda_check("fast", "fast", "P=0.5");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "fast: FAILED"));
+    assert_non_null(strstr(r.out, "peak device memory"));
+    free(r.out);
+    /* over 1.5 GB of device memory: the fast step and the exact bench step fail */
+    r = cuda_check("fast", "fast", "PEAK=1600000000");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "memory: FAILED"));
+    free(r.out);
+    r = cuda_check_env("fast", "bench", "PEAK=1600000000", "PEER_RECORD=/nonexistent/peer.json");
+    assert_int_equal(r.code, 1);
+    assert_non_null(strstr(r.out, "memory: FAILED"));
+    assert_non_null(strstr(r.out, "failed steps: bench"));
+    free(r.out);
+    r = cuda_check_env("fast", "bench", "PEAK=1400000000", "PEER_RECORD=/nonexistent/peer.json");
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "peak device memory 1.400 GB"));
+    free(r.out);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_setup_before_compiling), cmocka_unit_test(test_setup_before_running),
         cmocka_unit_test(test_named_scripts_exist),    cmocka_unit_test(test_cuda_check_syntax),
         cmocka_unit_test(test_cuda_check_tests_step),  cmocka_unit_test(test_cuda_check_sanitize_step),
-        cmocka_unit_test(test_cuda_check_agree_step),
+        cmocka_unit_test(test_cuda_check_agree_step),  cmocka_unit_test(test_cuda_check_fast_step),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

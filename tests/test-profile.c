@@ -51,6 +51,11 @@ static void test_wrapped_ops(void **state) {
     assert_true(p->host_memory);
     assert_null(p->status); /* the CPU cannot fail and counts no device bytes: the profiler says the same */
     assert_null(p->memory);
+    /* the mode goes to the inner instance: the CPU's refusal of fast comes back through the profiler */
+    assert_non_null(p->set_precision);
+    assert_int_equal(p->set_precision(pb, JEV_PRECISION_EXACT, &err), JEV_OK);
+    assert_int_equal(p->set_precision(pb, JEV_PRECISION_FAST, &err), JEV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(err.msg, "cpu backend"));
 
     /* a 16 x 24 f32 matrix against 5 tokens (the many-token regime) and 1 token */
     enum { R = 16, C = 24, T = 5 };

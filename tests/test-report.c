@@ -1,5 +1,5 @@
 /*
- * test-report.c - the benchmark record (jev-bench/1) and `jev report`:
+ * test-report.c - the benchmark record (jev-bench/2) and `jev report`:
  * builder round trip, validation (every missing and every mistyped field is
  * reported with its JSON path), the median rule, regeneration of the seed's
  * published M4 tables from bench/reference/m4-mlx.json, side-by-side ratios,
@@ -92,6 +92,7 @@ static struct jev_bench_record *make_record(int32_t repeats, double scale, const
     set.max_new_tokens_per_decision = 24;
     set.order = "rotated";
     set.workload = "bench/dog-workload.json";
+    set.precision = peer ? NULL : "exact";
 
     struct jev_error err = {0};
     struct jev_bench_record *rec = NULL;
@@ -161,7 +162,8 @@ static void test_builder_round_trip(void **state) {
     assert_int_equal(jev_bench_record_write(rec, path, &err), JEV_OK);
     json_t *doc = NULL;
     assert_int_equal(jev_bench_load_file(path, &doc, &err), JEV_OK);
-    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "jev-bench/1");
+    assert_string_equal(json_string_value(json_object_get(doc, "schema")), "jev-bench/2");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(doc, "settings"), "precision")), "exact");
 
     /* runs[3] is (4, generate_json): failed schema, valid dps 0, requested = 4 / 0.4 s */
     const json_t *run = json_array_get(json_object_get(doc, "runs"), 3);
@@ -250,7 +252,8 @@ static void test_bad_utf8_output_kept(void **state) {
     s.valid = false;
     s.output = "{\"q00\": \"\xe2\x82";
     assert_int_equal(jev_bench_record_add_sample(rec, 1, "generate_json", &s, &err), JEV_OK);
-    struct jev_bench_agreement a = {1, NAN, NAN, NAN};
+    struct jev_bench_agreement a = {
+        .decisions = 1, .max_prob_delta = NAN, .argmax_agreement = NAN, .generated_agreement = NAN};
     assert_int_equal(jev_bench_record_add_agreement(rec, &a, &err), JEV_OK);
     json_t *root = jev_bench_record_json(rec);
     assert_int_equal(jev_bench_validate(root, &err), JEV_OK);
@@ -428,7 +431,7 @@ static void test_targeted_errors(void **state) {
         const char *path;  /* the path the error must name */
         const char *why;   /* a piece of the message */
     } cases[] = {
-        {"schema", "\"jev-bench/2\"", "$.schema", "unsupported version"},
+        {"schema", "\"jev-bench/3\"", "$.schema", "unsupported version"},
         {"schema", "\"other\"", "$.schema", "not a jev benchmark record"},
         {"surprise", "1", "$.surprise", "unknown field"},
         {"runs[0].samples[0].totl_ms", "1", "$.runs[0].samples[0].totl_ms", "unknown field"},

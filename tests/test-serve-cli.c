@@ -7,8 +7,9 @@
  * are 1; --host, --port, --api-key, --http-threads, --max-queue, --max-body,
  * --idle-timeout and -v reach the server (the start line, 401/200, the body
  * limit, a silent connection closed, one log line per request); IPv6;
- * --request-timeout; --no-prefix-reuse; --max-tokens. The lost device's exit
- * status 3 is tests/test-device-fault.c's. Waits are bounds on a failure.
+ * --request-timeout; --no-prefix-reuse; --max-tokens; --precision fast on
+ * the CPU is 1, naming what to use instead. The lost device's exit status 3
+ * is tests/test-device-fault.c's. Waits are bounds on a failure.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -204,6 +205,7 @@ static void test_cli_bad_options(void **state) {
         {"--threads", "x", "bad value 'x' for --threads"},
         {"--max-tokens", "0", "bad value '0' for --max-tokens"},
         {"--max-batch", "0", "bad value '0' for --max-batch"},
+        {"--precision", "sideways", "bad value 'sideways' for --precision"},
         {"--nope", "1", "unknown or incomplete option '--nope'"},
         {"--host", NULL, "unknown or incomplete option '--host'"},
         {"--api-key", NULL, "unknown or incomplete option '--api-key'"},
@@ -287,6 +289,17 @@ static void test_cli_cannot_start(void **state) {
     close(held);
     err = slurp_file(path);
     if (!strstr(err, "cannot listen on 127.0.0.1 port") || !strstr(err, "in use"))
+        fail_msg("stderr: %s", err);
+    free(err);
+
+    /* a mode the backend cannot run: refused at the engine, never served as another mode */
+    const char *const fast[] = {"--precision", "fast", NULL};
+    o.extra = fast;
+    c = serve_child_run(&o);
+    assert_int_equal(c.port, 0);
+    assert_int_equal(child_exit(&c), 1);
+    err = slurp_file(path);
+    if (!strstr(err, "cpu backend: precision \"fast\"") || !strstr(err, "use precision exact"))
         fail_msg("stderr: %s", err);
     free(err);
 }

@@ -306,6 +306,11 @@ static void test_routes(void **state) {
     assert_string_equal(json_string_value(json_object_get(m0, "name")), strrchr(model_dir, '/') + 1);
     assert_true(json_is_string(json_object_get(m0, "description")));
     assert_non_null(json_object_get(m0, "release_date"));
+    /* the engine's mode, in both clients' shapes */
+    assert_string_equal(json_string_value(json_object_get(m0, "precision")), "exact");
+    json_t *d0 = json_array_get(json_object_get(j, "data"), 0);
+    assert_string_equal(json_string_value(json_object_get(d0, "precision")), "exact");
+    assert_non_null(strstr(json_string_value(json_object_get(m0, "description")), "exact precision"));
     json_decref(j);
     free(r.body);
 

@@ -7,7 +7,7 @@
  * chunks, the vision output and the hook views (ops.h, model/lm.c,
  * model/vision.c, model/weights-mirror.c). Here the CPU's compute ops run
  * behind a "staged" table that says host_memory = false and keeps its own
- * separate blocks, with f32 weight mirrors as CUDA makes them. Every path of
+ * separate blocks, with f32 weight mirrors (a form a device may choose). Every path of
  * the decision pipeline (shared label and text scoring, independent,
  * generate_json, with an image) must give the plain CPU engine's answers:
  * probabilities within 1e-6 (the f32 mirror and the CPU's bf16 kernels sum in
@@ -65,7 +65,8 @@ static void st_zero(struct jev_backend *be, void *dst, size_t bytes) {
     memset(dst, 0, bytes);
 }
 
-/* As CUDA's exact mode: every matrix becomes f32 rows in the backend's own memory. */
+/* A device backend that widens every matrix to f32 rows in its own memory (as CUDA did before it kept
+ * the stored form on the device): the model layer must not care which form a mirror takes. */
 static int64_t g_fail_mirror_at = -1; /* >= 0: the mirror with this count fails (out of device memory) */
 
 static enum jev_status st_mirror(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *m,
@@ -114,6 +115,7 @@ static void staged_ops_make(void) {
     staged_ops.matrix_mirror = st_mirror;
     staged_ops.matrix_release = st_release;
     staged_ops.status = st_status;
+    staged_ops.set_precision = NULL; /* exact only: the engine's own refusal of other modes */
 }
 
 /* ---- fixture: one model, a plain CPU engine and a staged one ---- */
@@ -288,8 +290,30 @@ static void test_mirror_failure_cleans_up(void **state) {
     assert_int_equal(g_count.allocs - a0, g_count.frees - f0);
 }
 
+/* A backend without set_precision runs exact only: fast is refused before any weight is mirrored,
+ * exact is accepted, and switching an exact engine to fast fails and leaves it exact. */
+static void test_precision_exact_only(void **state) {
+    (void)state;
+    struct jev_engine_params ep = small_engine();
+    ep.precision = JEV_PRECISION_FAST;
+    struct jev_engine *e = NULL;
+    int64_t m0 = g_count.mirrors;
+    assert_int_equal(jev_engine_init_on(F.model, &ep, &staged_ops, F.be, &e), JEV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(jev_engine_last_error(e), "the staged backend runs exact only"));
+    assert_int_equal(g_count.mirrors, m0);
+    jev_engine_free(e);
+    ep.precision = JEV_PRECISION_EXACT;
+    assert_int_equal(jev_engine_init_on(F.model, &ep, &staged_ops, F.be, &e), JEV_OK);
+    struct jev_error err = {0};
+    assert_int_equal(jev_engine_set_precision(e, JEV_PRECISION_FAST, &err), JEV_ERR_UNSUPPORTED);
+    assert_int_equal(e->params.precision, JEV_PRECISION_EXACT);
+    assert_int_equal(jev_engine_set_precision(e, JEV_PRECISION_EXACT, &err), JEV_OK);
+    jev_engine_free(e);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_precision_exact_only),
         cmocka_unit_test(test_weights_are_mirrored),
         cmocka_unit_test(test_shared_label),
         cmocka_unit_test(test_shared_text),

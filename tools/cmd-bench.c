@@ -30,7 +30,8 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
-               "                 [--threads N] [--backend cpu|cuda] [--workload F] [--dump-inputs DIR]\n\n"
+               "                 [--threads N] [--backend cpu|cuda] [--precision exact|fast] [--workload F]\n"
+               "                 [--dump-inputs DIR]\n\n"
                "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
                "                     full-size model generated into " SYNTH_DIR ")\n"
                "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
@@ -39,6 +40,8 @@ static void usage(FILE *f) {
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
                "  --threads N        worker threads (default: all cores)\n"
                "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  --precision M      exact (default) or fast; fast also runs exact references in the same run and\n"
+               "                     records fast's max probability delta and argmax agreement against them\n"
                "  -v                 the engine's sizes, and the engines the command made, on stderr\n"
                "  --workload F       the workload (default bench/dog-workload.json)\n"
                "  --dump-inputs DIR  write the peers' inputs (docs/bench-inputs.md) and run nothing\n"
@@ -113,6 +116,17 @@ static void summary(const char *path) {
                json_number_value(json_object_get(a, "direct_shared_max_prob_delta")),
                100.0 * json_number_value(json_object_get(a, "argmax_agreement")),
                json_is_number(g) ? "set" : "null (no generated output met the schema)");
+        json_t *fx = json_object_get(a, "fast_vs_exact"); /* a fast record's: per path, against exact */
+        const char *p;
+        json_t *e;
+        json_object_foreach(fx, p, e) {
+            json_t *d = json_object_get(e, "max_prob_delta"), *m = json_object_get(e, "argmax_agreement");
+            char delta[32] = "n/a";
+            if (json_is_number(d))
+                snprintf(delta, sizeof delta, "%.3g", json_number_value(d));
+            printf("  fast vs exact, %s: max probability delta %s, argmax agreement %.1f%%\n", p, delta,
+                   100.0 * json_number_value(m));
+        }
     }
     json_decref(rec);
 }
@@ -203,6 +217,7 @@ int cmd_bench(int argc, char **argv) {
     const char *dir = cs.dir;
     o.threads = cs.threads;
     o.backend = cs.backend;
+    o.precision = cs.ep.precision;
     o.verbose = cs.verbose;
 
     /* the model */

@@ -1,5 +1,5 @@
 /*
- * cmd-report.c - `jev report`: renders raw benchmark JSON (jev-bench/1) as
+ * cmd-report.c - `jev report`: renders raw benchmark JSON (jev-bench/2 and /1) as
  * Markdown tables and an SVG plot, without running a model.
  *
  *     jev report [FILE ...] [--output F.md] [--svg F.svg] [--reference REF.json]
@@ -21,7 +21,7 @@
 /* The --help text. */
 static void usage(FILE *f) {
     fprintf(f, "usage: jev report [FILE ...] [--output F.md] [--svg F.svg] [--reference REF.json]\n\n"
-               "Renders benchmark records (jev-bench/1, as written by `jev bench`) as Markdown: the medians\n"
+               "Renders benchmark records (jev-bench/2 as `jev bench` writes them, and /1) as Markdown: the medians\n"
                "table, every latency sample, agreement and failures, the environment; with several records a\n"
                "side-by-side table with ratios. --svg also writes a log-log plot of total time vs decisions.\n"
                "--reference adds a published record (e.g. bench/reference/m4-mlx.json), drawn dashed.\n"

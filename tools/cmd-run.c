@@ -28,7 +28,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: jev run --model DIR [--ids 1,2,3 | --random-tokens N] [--chunk N] [--decode N]\n"
-            "               [--threads N] [--top K] [--seed S] [--peak] [--forks N [--suffix L]]\n\n"
+            "               [--threads N] [--backend B] [--precision M] [--top K] [--seed S] [--peak]\n"
+            "               [--forks N [--suffix L]]\n\n"
             "  --model DIR          a model directory (HF bf16 or MLX 4-bit layout)\n"
             "  --ids LIST           prompt token ids, comma separated\n"
             "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
@@ -37,6 +38,7 @@ static void usage(FILE *f) {
             "  --decode N           greedy decode steps after the prefill (default 8)\n"
             "  --threads N          worker threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+            "  --precision M        exact (default: f32 math) or fast (bf16 matrix products; --backend cuda)\n"
             "  -v                   the engine's sizes, and the engines the command made, on stderr\n"
             "  --top K              next tokens to print after the prefill (default 5)\n"
             "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"

@@ -18,7 +18,7 @@
 
 static void usage(FILE *f) {
     fprintf(f, "usage: jev verify --model DIR [--output FILE] [--image F] [--norm sum|mean] [--threads N]\n"
-               "                  [--backend cpu|cuda|cuda:N]\n\n"
+               "                  [--backend cpu|cuda|cuda:N] [--precision exact|fast]\n\n"
                "  --model DIR      a model directory (HF bf16 or MLX 4-bit layout)\n"
                "  --output FILE    the record (default artifacts/scoring-verification.json)\n"
                "  --image F        put an image into every case's prompt (default: text only)\n"
@@ -26,6 +26,7 @@ static void usage(FILE *f) {
                "  --tolerance X    largest accepted |engine - reference| log-probability (default 1e-4)\n"
                "  --threads N      worker threads (default: all cores)\n"
                "  --backend B      cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
+               "  --precision M    exact (default) or fast: the engine's mode for both sides of the comparison\n"
                "  -v               the engine's sizes, and the engines the command made, on stderr\n");
 }
 
@@ -90,10 +91,10 @@ int cmd_verify(int argc, char **argv) {
         goto done;
     }
     free(text);
-    printf("jev verify: %d cases, %d candidate tokens: max |engine - reference| log-prob %.3g, argmax agreement "
-           "%.0f%% -> %s (%s)\n",
-           sum.n_cases, sum.n_tokens, sum.max_abs_diff, 100.0 * sum.argmax_agreement, sum.pass ? "PASS" : "FAIL",
-           output);
+    printf("jev verify (%s): %d cases, %d candidate tokens: max |engine - reference| log-prob %.3g, argmax "
+           "agreement %.0f%% -> %s (%s)\n",
+           jev_precision_name(cs.engine->params.precision), sum.n_cases, sum.n_tokens, sum.max_abs_diff,
+           100.0 * sum.argmax_agreement, sum.pass ? "PASS" : "FAIL", output);
     rc = sum.pass ? 0 : 1;
 done:
     json_decref(rec);

@@ -2,7 +2,7 @@
 bench/peers/jevbench.py - the parts of the transformers peer that need no torch.
 
 What it is: reading and checking the inputs dump of `jev bench --dump-inputs`
-(docs/bench-inputs.md), the raw record "jev-bench/1" (docs/bench-schema.md): its builder,
+(docs/bench-inputs.md), the raw record "jev-bench/2" (docs/bench-schema.md): its builder,
 its agreement numbers and a validator ported from common/bench/schema.c, the generate_json
 checker (src/decide/genjson.h), the MLX layout's names, norm rule and bit stream, the
 safetensors header reader, and the comparison of a peer's record with jev's.
@@ -24,7 +24,8 @@ import re
 import struct
 import tempfile
 
-SCHEMA = "jev-bench/1"
+SCHEMA = "jev-bench/2"  # what build_record writes
+SCHEMA_V1 = "jev-bench/1"  # still read: the records from before the precision modes
 INPUTS_FORMAT = "jev-bench-inputs/1"
 PATHS = ["generate_json", "independent", "shared"]  # table order, as jev's records
 PEER_NAME = "transformers"
@@ -357,7 +358,7 @@ def compute_agreement(runs, n, repeats):
         return None
     ind, sh, gen = find("independent"), find("shared"), find("generate_json")
     out = {"decisions": n, "direct_shared_max_prob_delta": None, "argmax_agreement": None,
-           "generated_shared_agreement": None}
+           "generated_shared_agreement": None, "fast_vs_exact": None}  # a peer has no jev exact run to compare
     if sh is None:
         return out
     delta, agree, compared = 0.0, 0, 0
@@ -403,6 +404,8 @@ def build_record(environment, settings, samples, note=None):
         for p in settings["paths"]:
             runs.append({"decisions": n, "path": p,
                          "samples": sorted(samples.get((n, p), []), key=lambda s: s["repeat"])})
+    settings = dict(settings)
+    settings.setdefault("precision", None)  # jev's mode; a peer says null (its dtype is in environment.extra)
     rec = {"schema": SCHEMA}
     if note:
         rec["note"] = note
@@ -457,7 +460,7 @@ def _check_object(obj, at, fields, allow_extra):
             if not isinstance(v, dict):
                 raise PeerError(f"{at}.extra: expected an object")
             continue
-        raise PeerError(f"{at}.{key}: unknown field (not in {SCHEMA})")
+        raise PeerError(f"{at}.{key}: unknown field (not in the jev-bench schema)")
 
 
 def _range(obj, at, key, lo, hi):
@@ -477,8 +480,9 @@ def validate_record(rec):
     max_count = 9007199254740992.0
     if not isinstance(rec, dict):
         raise PeerError("$: expected an object")
-    if rec.get("schema") != SCHEMA:
-        raise PeerError(f"$.schema: expected \"{SCHEMA}\"")
+    if rec.get("schema") not in (SCHEMA, SCHEMA_V1):
+        raise PeerError(f"$.schema: expected \"{SCHEMA}\" or \"{SCHEMA_V1}\"")
+    v2 = rec["schema"] == SCHEMA  # version 2 adds settings.precision and agreement[].fast_vs_exact
     _check_object(rec, "$", [("schema", _S), ("note", _S | _OPT), ("environment", _O), ("settings", _O),
                              ("runs", _A), ("agreement", _A)], True)
     env, at = rec["environment"], "$.environment"
@@ -524,7 +528,9 @@ def validate_record(rec):
     _check_object(st, at, [("counts", _A), ("repeats", _I), ("warmup", _I), ("batch", _I | _S), ("paths", _A),
                            ("scoring", _S), ("image_max_side", _I), ("prefill_chunk", _I | _Z),
                            ("max_new_tokens_min", _I | _Z), ("max_new_tokens_per_decision", _I | _Z),
-                           ("order", _S), ("workload", _S | _Z)], True)
+                           ("order", _S), ("workload", _S | _Z)] + ([("precision", _S | _Z)] if v2 else []), True)
+    if v2 and st["precision"] not in (None, "exact", "fast"):
+        raise PeerError(f"{at}.precision: \"{st['precision']}\" is not one of \"exact\", \"fast\"")
     _range(st, at, "repeats", 1, 1000)
     _range(st, at, "warmup", 0, 1000)
     _range(st, at, "image_max_side", 1, 1 << 20)
@@ -585,7 +591,8 @@ def validate_record(rec):
     for ai, a in enumerate(rec["agreement"]):
         aat = f"$.agreement[{ai}]"
         _check_object(a, aat, [("decisions", _I), ("direct_shared_max_prob_delta", _N | _Z),
-                               ("argmax_agreement", _N | _Z), ("generated_shared_agreement", _N | _Z)], False)
+                               ("argmax_agreement", _N | _Z), ("generated_shared_agreement", _N | _Z)]
+                      + ([("fast_vs_exact", _O | _Z)] if v2 else []), False)
         if a["decisions"] not in counts:
             raise PeerError(f"{aat}.decisions: {a['decisions']} is not in settings.counts")
         if a["decisions"] in agseen:
@@ -593,9 +600,32 @@ def validate_record(rec):
         agseen.add(a["decisions"])
         for k in ("direct_shared_max_prob_delta", "argmax_agreement", "generated_shared_agreement"):
             _range(a, aat, k, 0, 1)
+        if v2:
+            _validate_vs_exact(a["fast_vs_exact"], aat + ".fast_vs_exact", st["precision"], env["peer"] is not None,
+                               paths)
     for n in counts:
         if n not in agseen:
             raise PeerError(f"$.agreement: no entry for {n} decisions")
+
+
+def _validate_vs_exact(fx, at, precision, peer, paths):
+    """As schema.c's check_vs_exact: null unless jev's fast record, which has every path once."""
+    fast = precision == "fast"
+    if fx is None:
+        if fast and not peer:
+            raise PeerError(f"{at}: a fast record must compare with exact (null here)")
+        return
+    if not fast:
+        raise PeerError(f"{at}: only a record of settings.precision \"fast\" has it")
+    for p, e in fx.items():
+        if p not in paths:
+            raise PeerError(f"{at}.{p}: \"{p}\" is not in settings.paths")
+        _check_object(e, f"{at}.{p}", [("max_prob_delta", _N | _Z), ("argmax_agreement", _N | _Z)], False)
+        _range(e, f"{at}.{p}", "max_prob_delta", 0, 1)
+        _range(e, f"{at}.{p}", "argmax_agreement", 0, 1)
+    for p in paths:
+        if p not in fx:
+            raise PeerError(f"{at}: no entry for path {p}")
 
 
 def _validate_sample(s, at, n, path, repeats, reps, where):

@@ -231,12 +231,25 @@ def run():
         (lambda r: r["runs"][1]["samples"][0].__setitem__("output", "x"), "only generate_json"),
         (lambda r: r["runs"][0]["samples"][0].__setitem__("peak_where", "gpu"), "is not one of"),
         (lambda r: r["agreement"].pop(), "no entry for"),
-        (lambda r: r.__setitem__("schema", "jev-bench/2"), "$.schema"),
+        (lambda r: r.__setitem__("schema", "jev-bench/3"), "$.schema"),
+        (lambda r: r["settings"].__setitem__("precision", "half"), "$.settings.precision"),
+        (lambda r: r["agreement"][0].__setitem__("fast_vs_exact", {}), "only a record of"),
+        (lambda r: r.__setitem__("schema", "jev-bench/1"), "$.settings.precision: unknown field"),
     ]
     for mutate, needle in bad:
         r = copy.deepcopy(rec)
         mutate(r)
         raises(lambda: validate_record(r), needle, f"validator: {needle}")
+    # a jev-bench/1 record (the committed runs before the precision modes) still validates
+    v1 = copy.deepcopy(rec)
+    v1["schema"] = "jev-bench/1"
+    del v1["settings"]["precision"]
+    for a in v1["agreement"]:
+        del a["fast_vs_exact"]
+    try:
+        validate_record(v1)
+    except PeerError as e:
+        failures.append(f"a jev-bench/1 record: {e}")
 
     # -- comparison: a jev twin with shifted probabilities
     twin = copy.deepcopy(rec)

@@ -6,7 +6,7 @@ What it is: the benchmark's three decision paths (spec/benchmark.md: shared pref
 suffixes in batches, independent full forwards, greedy generate_json) run in plain
 transformers (Qwen3_5ForConditionalGeneration, sdpa attention, the pure-torch DeltaNet path)
 on the same weights, token ids and pixel values that jev used (the dump of
-`jev bench --dump-inputs`, docs/bench-inputs.md), writing the raw record "jev-bench/1"
+`jev bench --dump-inputs`, docs/bench-inputs.md), writing the raw record "jev-bench/2"
 (docs/bench-schema.md) so that `jev report jev.json peer.json` puts both side by side.
 docs/bench-peers.md says what is measured and how to run it.
 
@@ -635,7 +635,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description="transformers peer of jev bench (docs/bench-peers.md)")
     ap.add_argument("model_dir", nargs="?", help="the model directory jev ran (hf or mlx4 layout)")
     ap.add_argument("inputs_dir", nargs="?", help="the folder of `jev bench --dump-inputs`")
-    ap.add_argument("out", nargs="?", help="the jev-bench/1 record to write")
+    ap.add_argument("out", nargs="?", help="the jev-bench/2 record to write")
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")

@@ -31,8 +31,8 @@ struct jev_report_src {
     const json_t *doc; /* the record */
     const char *name;  /* its file */
     bool reference;    /* the --reference record */
-    char base[96];     /* "<jev or the peer> <backend>[ (reference)]" */
-    char label[112];   /* base, or base " #2" for a second series of the same system */
+    char base[104];    /* "<jev or the peer> <backend>[ fast][ (reference)]" */
+    char label[120];   /* base, or base " #2" for a second series of the same system */
     int series;        /* index of the first source of its series (itself for a series' first file) */
 };
 

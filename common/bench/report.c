@@ -1,5 +1,5 @@
 /*
- * report.c - Markdown from validated "jev-bench/1" records: the seed's
+ * report.c - Markdown from validated "jev-bench/2" (and /1) records: the seed's
  * medians table, every latency sample, agreement and failures, an
  * environment block, and a side-by-side table with ratios. Also the pieces
  * the plot (report-svg.c) shares: the text buffer, sources and labels.
@@ -247,8 +247,10 @@ int jev_report_sources(const struct jev_report_params *p, struct jev_report_src 
     for (int i = 0; i < n; i++) {
         const char *peer = env_str(s[i].doc, "peer", "name");
         const char *backend = env_str(s[i].doc, NULL, "backend");
-        char base[96];
-        snprintf(base, sizeof base, "%.40s %.40s%s", peer ? peer : "jev", backend,
+        const char *mode = json_string_value(jev_report_setting(s[i].doc, "precision"));
+        bool fast = mode && !strcmp(mode, "fast"); /* fast is its own series: never one line with exact */
+        char base[104];
+        snprintf(base, sizeof base, "%.40s %.40s%s%s", peer ? peer : "jev", backend, fast ? " fast" : "",
                  s[i].reference ? " (reference)" : "");
         s[i].series = i;
         int same = 0;
@@ -463,6 +465,9 @@ static void md_environment(struct jev_buf *b, const json_t *doc) {
         jev_buf_add_str(b, "; workload ", NULL);
         md_text(b, wl);
     }
+    const char *mode = json_string_value(jev_report_setting(doc, "precision"));
+    if (mode) /* a jev-bench/1 record, or a peer's null, says nothing */
+        jev_buf_printf(b, NULL, "; precision %s", mode);
     jev_buf_add_str(b, "\n\n", NULL);
 }
 
@@ -604,6 +609,30 @@ static void md_output_block(struct jev_buf *b, const char *s) {
     jev_buf_add_str(b, "\n", NULL);
 }
 
+/* A fast record's line under a count: per path, fast's largest probability delta and argmax
+ * agreement against the exact run of the same request. Nothing for an exact record (null). */
+static void md_vs_exact(struct jev_buf *b, const json_t *paths, const json_t *fx) {
+    if (!json_is_object(fx))
+        return;
+    jev_buf_add_str(b, "  - fast vs exact:", NULL);
+    for (size_t p = 0; p < json_array_size(paths); p++) {
+        const char *path = json_string_value(json_array_get(paths, p));
+        const json_t *e = json_object_get(fx, path);
+        const json_t *delta = json_object_get(e, "max_prob_delta"), *arg = json_object_get(e, "argmax_agreement");
+        jev_buf_printf(b, NULL, "%s %s maximum probability delta ", p ? ";" : "", path);
+        if (json_is_number(delta))
+            jev_buf_printf(b, NULL, "%.8f", json_number_value(delta));
+        else
+            jev_buf_add_str(b, "n/a", NULL);
+        jev_buf_add_str(b, ", argmax agreement ", NULL);
+        if (json_is_number(arg))
+            jev_buf_printf(b, NULL, "%.1f%%", 100.0 * json_number_value(arg));
+        else
+            jev_buf_add_str(b, "n/a", NULL);
+    }
+    jev_buf_add_str(b, ".\n", NULL);
+}
+
 /* Agreement per decision count (the seed's bullet lines), then failure
  * counts per path and the first failed output of each count: failed
  * outputs are evidence and are shown verbatim, never summarized away. */
@@ -639,6 +668,7 @@ static void md_agreement(struct jev_buf *b, const json_t *doc) {
             jev_buf_add_str(b, "null", NULL);
         }
         jev_buf_add_str(b, ".\n", NULL);
+        md_vs_exact(b, paths, json_object_get(a, "fast_vs_exact"));
     }
     jev_buf_add_str(
         b,

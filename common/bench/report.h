@@ -1,5 +1,5 @@
 /*
- * report.h - renders validated "jev-bench/1" records (common/bench/schema.h) as
+ * report.h - renders validated "jev-bench/2" (and /1) records (common/bench/schema.h) as
  * the seed's Markdown tables and as a hand-written SVG plot, from the raw
  * JSON alone: no model runs, nothing is timed.
  *

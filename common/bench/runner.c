@@ -1,6 +1,6 @@
 /*
  * runner.c - `jev bench`'s measurement (runner.h): set-up, warm-up, the
- * rotated repetitions, one jev-bench/1 sample per measured request, the
+ * rotated repetitions, one jev-bench/2 sample per measured request, the
  * agreement per count, the environment, and the atomic write.
  *
  * Order of the measured runs: for each decision count, for each repeat r,
@@ -241,6 +241,7 @@ static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
     cs->threads = b->o.threads;
     cs->backend = b->o.backend;
     cs->verbose = b->o.verbose;
+    cs->ep.precision = b->o.precision;
     b->image_max_side = workload_max_side(b->o.workload);
     cs->dp.image_max_side = b->image_max_side;
     JEV_TRY(cli_setup_load(cs, err));
@@ -285,24 +286,11 @@ static void teardown(struct br_bench *b) {
 
 /* ---- one sample ---- */
 
-/* The sample of one measured request, added to rec (plus the generated ids and pipeline extras). */
-static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *rec, int32_t ci, int k, int32_t rep,
-                                  int32_t order, const struct jev_decide_result *res, struct jev_error *err) {
-    const struct jev_request *r = &b->reqs[ci];
-    const struct jev_decide_stats *st = &res->stats;
-    struct jev_bench_sample s = jev_bench_sample_default();
-    s.repeat = rep;
-    s.order = order;
-    s.total_ms = st->total_ms > JEV_BENCH_MIN_MS ? st->total_ms : JEV_BENCH_MIN_MS;
-    s.vision_ms = st->vision_ms;
-    s.prefill_ms = st->prefill_ms;
-    s.scoring_ms = st->scoring_ms;
-    s.lm_forwards = st->lm_forwards;
-    s.vision_forwards = st->vision_forwards;
-    s.peak_bytes = st->peak_bytes;
-    s.peak_where = st->peak_where ? st->peak_where : "cpu";
-    s.valid = res->valid;
-    s.output = res->generated ? (res->gen.raw ? res->gen.raw : "") : NULL;
+/* The decisions of one result of request r as the record states them (ids, options, the choice, the
+ * probabilities): *dec[r->n_questions] and the option keys they point into, both malloc'd (free both). */
+static enum jev_status result_decisions(const struct jev_request *r, const struct jev_decide_result *res,
+                                        struct jev_bench_decision **dec_out, const char ***keys_out,
+                                        struct jev_error *err) {
     int32_t n = r->n_questions;
     struct jev_bench_decision *dec = calloc((size_t)n, sizeof *dec);
     const char **keys = calloc((size_t)r->n_options_total + (size_t)n * JEV_DECIDE_MAX_OPTIONS, sizeof *keys);
@@ -329,7 +317,33 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
             dec[i].probs = res->answers.items[i].probs;
         }
     }
-    s.n_decisions = n;
+    *dec_out = dec;
+    *keys_out = keys;
+    return JEV_OK;
+}
+
+/* The sample of one measured request, added to rec (plus the generated ids and pipeline extras). */
+static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *rec, int32_t ci, int k, int32_t rep,
+                                  int32_t order, const struct jev_decide_result *res, struct jev_error *err) {
+    const struct jev_request *r = &b->reqs[ci];
+    const struct jev_decide_stats *st = &res->stats;
+    struct jev_bench_sample s = jev_bench_sample_default();
+    s.repeat = rep;
+    s.order = order;
+    s.total_ms = st->total_ms > JEV_BENCH_MIN_MS ? st->total_ms : JEV_BENCH_MIN_MS;
+    s.vision_ms = st->vision_ms;
+    s.prefill_ms = st->prefill_ms;
+    s.scoring_ms = st->scoring_ms;
+    s.lm_forwards = st->lm_forwards;
+    s.vision_forwards = st->vision_forwards;
+    s.peak_bytes = st->peak_bytes;
+    s.peak_where = st->peak_where ? st->peak_where : "cpu";
+    s.valid = res->valid;
+    s.output = res->generated ? (res->gen.raw ? res->gen.raw : "") : NULL;
+    struct jev_bench_decision *dec = NULL;
+    const char **keys = NULL;
+    JEV_TRY(result_decisions(r, res, &dec, &keys, err));
+    s.n_decisions = r->n_questions;
     s.decisions = dec;
     enum jev_status rc = jev_bench_record_add_sample(rec, b->o.counts[ci], PATHS[k], &s, err);
     free(dec);
@@ -358,6 +372,48 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
         if (!ex || json_object_set_new(smp, "extra", ex) != 0)
             return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for a sample's extras");
         break;
+    }
+    return JEV_OK;
+}
+
+/* ---- fast against exact ---- */
+
+/*
+ * Fast's cost in accuracy, measured in the same run: each path once more on the count's request
+ * with the engine switched to exact (outside the samples: not timed, not recorded as one; the
+ * weights mirror serves both modes, so no second engine), the engine back in fast after each, then
+ * every fast sample of that (count, path) against it (jev_bench_vs_exact_compute). a's entries
+ * follow the settings' path order, which is PATHS.
+ */
+static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_record *rec, int32_t ci, int32_t done,
+                                int32_t total, struct jev_bench_agreement *a, struct jev_error *err) {
+    const struct jev_request *r = &b->reqs[ci];
+    a->has_vs_exact = true;
+    for (int k = 0; k < 3; k++) {
+        if (b->o.progress) {
+            char line[128];
+            snprintf(line, sizeof line, "exact reference: %d decisions, %s", b->o.counts[ci], PATHS[k]);
+            b->o.progress(b->o.progress_user, done, total, line);
+        }
+        JEV_TRY(jev_engine_set_precision(b->engine, JEV_PRECISION_EXACT, err));
+        struct jev_decide_params p = params_for(b, PATH_IDS[k]);
+        struct jev_decide_result res;
+        enum jev_status s = jev_decide_run(b->d, r, &p, &res, err);
+        /* back to the measured mode whatever happened: a later sample must never run in exact */
+        enum jev_status back = jev_engine_set_precision(b->engine, b->o.precision, err);
+        if (s != JEV_OK)
+            return s;
+        struct jev_bench_decision *dec = NULL;
+        const char **keys = NULL;
+        if (back == JEV_OK)
+            s = result_decisions(r, &res, &dec, &keys, err);
+        if (back == JEV_OK && s == JEV_OK)
+            s = jev_bench_vs_exact_compute(rec, b->o.counts[ci], PATHS[k], dec, r->n_questions, &a->vs_exact[k], err);
+        free(dec);
+        free(keys);
+        jev_decide_result_free(&res);
+        JEV_TRY(back);
+        JEV_TRY(s);
     }
     return JEV_OK;
 }
@@ -425,7 +481,8 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
                                      .max_new_tokens_min = 128,
                                      .max_new_tokens_per_decision = 24,
                                      .order = "rotated",
-                                     .workload = o->workload};
+                                     .workload = o->workload,
+                                     .precision = jev_precision_name(b->engine->params.precision)};
     struct jev_bench_record *rec = NULL;
     JEV_TRY(jev_bench_record_init(&rec, &env, &set, err));
     if (o->model_synthetic == 1)
@@ -484,6 +541,8 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
         if (s == JEV_OK) {
             struct jev_bench_agreement a;
             s = jev_bench_agreement_compute(rec, o->counts[ci], &a, err);
+            if (s == JEV_OK && o->precision != JEV_PRECISION_EXACT)
+                s = vs_exact(b, rec, ci, done, total, &a, err);
             if (s == JEV_OK)
                 s = jev_bench_record_add_agreement(rec, &a, err);
         }

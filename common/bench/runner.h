@@ -4,7 +4,7 @@
  * paths (generate_json, independent, shared) with label scoring, one warm-up
  * per path on one decision, `repeats` measured samples per (count, path)
  * with the path order rotated across repetitions, and the raw record in the
- * jev-bench/1 schema (common/bench/schema.h) with every sample, phases, forward
+ * jev-bench/2 schema (common/bench/schema.h) with every sample, phases, forward
  * counts, peak engine memory, candidate distributions, the generated raw
  * outputs, the agreement per count and the environment.
  *
@@ -43,6 +43,7 @@ struct jev_bench_opts {
     int32_t batch;                        /* shared-path suffix batch; 0 = all */
     int32_t threads;                      /* worker threads; 0 = all cores */
     const char *backend;                  /* "cpu" (NULL = cpu), "cuda", "cuda:N" (backend/registry.h) */
+    enum jev_precision precision;         /* the measured mode; fast also runs exact references */
     bool verbose;                         /* the engine's sizes and the engines made, on stderr */
     const char *output;                   /* the record; NULL = artifacts/benchmark.json */
     const char *dump_inputs;              /* a folder: write the peers' inputs there and run nothing */

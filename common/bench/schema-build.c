@@ -1,5 +1,5 @@
 /*
- * schema-build.c - the builder of "jev-bench/1" records: what the benchmark
+ * schema-build.c - the builder of "jev-bench/2" records: what the benchmark
  * runner calls to start a record, add every sample and the agreement of each
  * decision count, and write the file atomically. Also the host probe that
  * fills the environment (CPU, machine, compiler, library versions, date).
@@ -316,7 +316,8 @@ static json_t *settings_json(const struct jev_bench_settings *st) {
          put(set, "prefill_chunk", jpos(st->prefill_chunk)) &&
          put(set, "max_new_tokens_min", jint(st->max_new_tokens_min)) &&
          put(set, "max_new_tokens_per_decision", jint(st->max_new_tokens_per_decision)) &&
-         put(set, "order", jstr(st->order ? st->order : "rotated")) && put(set, "workload", jstr(st->workload));
+         put(set, "order", jstr(st->order ? st->order : "rotated")) && put(set, "workload", jstr(st->workload)) &&
+         put(set, "precision", jstr(st->precision));
     json_decref(counts);
     json_decref(paths);
     if (!ok) {
@@ -513,6 +514,18 @@ enum jev_status jev_bench_record_add_agreement(struct jev_bench_record *rec, con
               put(o, "direct_shared_max_prob_delta", jnum(a->max_prob_delta)) &&
               put(o, "argmax_agreement", jnum(a->argmax_agreement)) &&
               put(o, "generated_shared_agreement", jnum(a->generated_agreement));
+    if (ok && a->has_vs_exact) {
+        /* one entry per path of the settings, in their order */
+        json_t *fx = json_object();
+        ok = fx && put(o, "fast_vs_exact", fx);
+        for (int32_t i = 0; ok && i < rec->n_paths; i++) {
+            json_t *e = json_object();
+            ok = e && put(fx, rec->paths[i], e) && put(e, "max_prob_delta", jnum(a->vs_exact[i].max_prob_delta)) &&
+                 put(e, "argmax_agreement", jnum(a->vs_exact[i].argmax_agreement));
+        }
+    } else if (ok) {
+        ok = put(o, "fast_vs_exact", json_null());
+    }
     if (!ok) {
         json_decref(o);
         return jev_fail(err, JEV_ERR_NOMEM, "benchmark record: out of memory adding agreement");
@@ -564,6 +577,7 @@ enum jev_status jev_bench_agreement_compute(const struct jev_bench_record *rec, 
     out->max_prob_delta = NAN;
     out->argmax_agreement = NAN;
     out->generated_agreement = NAN;
+    out->has_vs_exact = false;
     const json_t *ind = run_find(rec, decisions, JEV_BENCH_PATH_INDEPENDENT);
     const json_t *sh = run_find(rec, decisions, JEV_BENCH_PATH_SHARED);
     const json_t *gen = run_find(rec, decisions, JEV_BENCH_PATH_GENERATE);
@@ -617,6 +631,71 @@ enum jev_status jev_bench_agreement_compute(const struct jev_bench_record *rec, 
     }
     if (n_gen > 0)
         out->generated_agreement = sum / (double)n_gen;
+    return JEV_OK;
+}
+
+/* The answer of the reference's decision: its argmax option, else its choice. */
+static const char *ref_answer(const struct jev_bench_decision *d) {
+    if (!d->probs)
+        return d->choice;
+    int32_t best = -1;
+    double bv = -1.0;
+    for (int32_t k = 0; k < d->n_options; k++)
+        if (d->probs[k] > bv) {
+            bv = d->probs[k];
+            best = k;
+        }
+    return best >= 0 ? d->options[best] : d->choice;
+}
+
+/* Fast vs exact of one run (schema.h): every sample against the one exact reference. */
+enum jev_status jev_bench_vs_exact_compute(const struct jev_bench_record *rec, int32_t decisions, const char *path,
+                                           const struct jev_bench_decision *ref, int32_t n_ref,
+                                           struct jev_bench_vs_exact *out, struct jev_error *err) {
+    out->max_prob_delta = NAN;
+    out->argmax_agreement = NAN;
+    const json_t *run = run_find(rec, decisions, path);
+    if (run == NULL)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "fast vs exact at %d decisions: no %s run", decisions, path);
+    double delta = 0.0;
+    long agree = 0, compared = 0, with_probs = 0;
+    for (int32_t r = 0; r < rec->repeats; r++) {
+        const json_t *smp = sample_find(run, r);
+        const json_t *dec = smp ? json_object_get(smp, "decisions") : NULL;
+        if (!json_is_array(dec))
+            continue;
+        if ((int32_t)json_array_size(dec) != n_ref)
+            return jev_fail(err, JEV_ERR_INVALID_ARG,
+                            "fast vs exact at %d decisions, %s: %zu decisions in repeat %d, %d in the exact run",
+                            decisions, path, json_array_size(dec), r, n_ref);
+        for (int32_t j = 0; j < n_ref; j++) {
+            const json_t *d = json_array_get(dec, (size_t)j);
+            const char *id = json_string_value(json_object_get(d, "id"));
+            if (!id || !ref[j].id || strcmp(id, ref[j].id))
+                return jev_fail(err, JEV_ERR_INVALID_ARG,
+                                "fast vs exact at %d decisions, %s: decision %d is %s here, %s in the exact run",
+                                decisions, path, j, id ? id : "(none)", ref[j].id ? ref[j].id : "(none)");
+            const json_t *p = json_object_get(d, "probs");
+            if (json_is_array(p) && ref[j].probs) {
+                if ((int32_t)json_array_size(p) != ref[j].n_options)
+                    return jev_fail(
+                        err, JEV_ERR_INVALID_ARG,
+                        "fast vs exact at %d decisions, %s: decision %s has %zu candidates, %d in the exact "
+                        "run",
+                        decisions, path, id, json_array_size(p), ref[j].n_options);
+                for (int32_t k = 0; k < ref[j].n_options; k++)
+                    delta = fmax(delta, fabs(json_number_value(json_array_get(p, (size_t)k)) - ref[j].probs[k]));
+                with_probs++;
+            }
+            const char *x = scored_answer(d), *y = ref_answer(&ref[j]);
+            agree += x && y && !strcmp(x, y);
+            compared++;
+        }
+    }
+    if (with_probs > 0)
+        out->max_prob_delta = delta;
+    if (compared > 0)
+        out->argmax_agreement = (double)agree / (double)compared;
     return JEV_OK;
 }
 

@@ -1,6 +1,7 @@
 /*
- * schema.c - loading and validating "jev-bench/1" raw benchmark records, and
- * the atomic file writer that records and reports share.
+ * schema.c - loading and validating "jev-bench/2" raw benchmark records (and
+ * "jev-bench/1", the same without the precision fields), and the atomic file
+ * writer that records and reports share.
  *
  * What it is: a table-driven checker. Each JSON object of the schema has a
  * table of its fields (name, allowed JSON types); a generic pass checks
@@ -52,6 +53,9 @@ struct field {
 
 /* What the settings declared, for the cross checks of runs and agreement. */
 struct vstate {
+    int version;                                                   /* 1 or 2: the schema's */
+    bool peer;                                                     /* environment.peer is an object */
+    const char *precision;                                         /* settings.precision (v2), NULL when null */
     long long counts[JEV_BENCH_MAX_COUNTS];                        /* settings.counts */
     int n_counts;                                                  /* entries of counts */
     const char *paths[JEV_BENCH_MAX_PATHS];                        /* settings.paths (borrowed from the tree) */
@@ -157,7 +161,7 @@ static enum jev_status check_object(const json_t *obj, const char *at, const str
                 return jev_fail(err, JEV_ERR_FORMAT, "%s: expected an object, got %s", sub, json_kind(v));
             continue;
         }
-        return jev_fail(err, JEV_ERR_FORMAT, "%s: unknown field (not in %s)", sub, JEV_BENCH_SCHEMA);
+        return jev_fail(err, JEV_ERR_FORMAT, "%s: unknown field (not in the jev-bench schema)", sub);
     }
     return JEV_OK;
 }
@@ -350,12 +354,17 @@ static enum jev_status check_settings(const json_t *set, const char *at, struct 
         {"max_new_tokens_per_decision", J_INT | J_NULL},
         {"order", J_STR},
         {"workload", J_STR | J_NULL},
+        {"precision", J_STR | J_NULL}, /* version 2 on: the last entry, so that version 1 leaves it out */
     };
     static const char *const scorings[] = {"label", "multi_token", NULL};
     static const char *const orders[] = {"rotated", "fixed", NULL};
+    static const char *const precisions[] = {"exact", "fast", NULL};
     char sub[PATH_MAX_TEXT], sub2[PATH_MAX_TEXT];
 
-    JEV_TRY(check_object(set, at, f_set, sizeof f_set / sizeof f_set[0], true, err));
+    size_t n_set = sizeof f_set / sizeof f_set[0] - (st->version == 1 ? 1 : 0);
+    JEV_TRY(check_object(set, at, f_set, n_set, true, err));
+    JEV_TRY(check_enum(set, at, "precision", precisions, err));
+    st->precision = json_string_value(json_object_get(set, "precision"));
     JEV_TRY(check_num(set, at, "repeats", 1, JEV_BENCH_MAX_REPEATS, err));
     JEV_TRY(check_num(set, at, "warmup", 0, 1000, err));
     JEV_TRY(check_num(set, at, "image_max_side", 1, 1 << 20, err));
@@ -654,13 +663,49 @@ static enum jev_status check_run(const json_t *run, const char *at, struct vstat
 
 /* ---- agreement ---- */
 
+/* fast_vs_exact of one agreement entry (version 2): null on a record that is not jev's fast one; on
+ * jev's fast record an object with an entry for every path of the settings (the mode's cost is
+ * measured, never assumed), each {max_prob_delta, argmax_agreement}, numbers in [0, 1] or null. */
+static enum jev_status check_vs_exact(const json_t *a, const char *at, const struct vstate *st, struct jev_error *err) {
+    static const struct field f_fx[] = {{"max_prob_delta", J_NUM | J_NULL}, {"argmax_agreement", J_NUM | J_NULL}};
+    char sub[PATH_MAX_TEXT], sub2[PATH_MAX_TEXT];
+    const json_t *fx = json_object_get(a, "fast_vs_exact");
+    path_key(sub, at, "fast_vs_exact");
+    bool fast = st->precision && !strcmp(st->precision, "fast");
+    if (json_is_null(fx)) {
+        if (fast && !st->peer)
+            return jev_fail(err, JEV_ERR_FORMAT, "%s: a fast record must compare with exact (null here)", sub);
+        return JEV_OK;
+    }
+    if (!fast)
+        return jev_fail(err, JEV_ERR_FORMAT, "%s: only a record of settings.precision \"fast\" has it", sub);
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)(uintptr_t)fx, key, v) {
+        path_key(sub2, sub, key);
+        if (path_index_of(st, key) < 0)
+            return jev_fail(err, JEV_ERR_FORMAT, "%s: \"%.40s\" is not in settings.paths", sub2, key);
+        if (!json_is_object(v))
+            return jev_fail(err, JEV_ERR_FORMAT, "%s: expected an object, got %s", sub2, json_kind(v));
+        JEV_TRY(check_object(v, sub2, f_fx, 2, false, err));
+        JEV_TRY(check_num(v, sub2, "max_prob_delta", 0, 1, err));
+        JEV_TRY(check_num(v, sub2, "argmax_agreement", 0, 1, err));
+    }
+    for (int i = 0; i < st->n_paths; i++)
+        if (!json_object_get(fx, st->paths[i]))
+            return jev_fail(err, JEV_ERR_FORMAT, "%s: no entry for path %s", sub, st->paths[i]);
+    return JEV_OK;
+}
+
 /* Exactly one agreement entry per count, fractions and deltas in [0, 1]. */
 static enum jev_status check_agreement(const json_t *arr, const char *at, const struct vstate *st,
                                        struct jev_error *err) {
     static const struct field f_ag[] = {{"decisions", J_INT},
                                         {"direct_shared_max_prob_delta", J_NUM | J_NULL},
                                         {"argmax_agreement", J_NUM | J_NULL},
-                                        {"generated_shared_agreement", J_NUM | J_NULL}};
+                                        {"generated_shared_agreement", J_NUM | J_NULL},
+                                        {"fast_vs_exact", J_OBJ | J_NULL}}; /* version 2 on: the last entry */
+    const size_t n_ag = sizeof f_ag / sizeof f_ag[0] - (st->version == 1 ? 1 : 0);
     char sub[PATH_MAX_TEXT];
     unsigned char seen[JEV_BENCH_MAX_COUNTS] = {0};
     for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -668,7 +713,7 @@ static enum jev_status check_agreement(const json_t *arr, const char *at, const 
         path_index(sub, at, i);
         if (!json_is_object(a))
             return jev_fail(err, JEV_ERR_FORMAT, "%s: expected an object, got %s", sub, json_kind(a));
-        JEV_TRY(check_object(a, sub, f_ag, 4, false, err));
+        JEV_TRY(check_object(a, sub, f_ag, n_ag, false, err));
         long long d = json_integer_value(json_object_get(a, "decisions"));
         int ci = count_index(st, d);
         if (ci < 0)
@@ -679,6 +724,8 @@ static enum jev_status check_agreement(const json_t *arr, const char *at, const 
         JEV_TRY(check_num(a, sub, "direct_shared_max_prob_delta", 0, 1, err));
         JEV_TRY(check_num(a, sub, "argmax_agreement", 0, 1, err));
         JEV_TRY(check_num(a, sub, "generated_shared_agreement", 0, 1, err));
+        if (st->version >= 2)
+            JEV_TRY(check_vs_exact(a, sub, st, err));
     }
     for (int i = 0; i < st->n_counts; i++)
         if (!seen[i])
@@ -703,10 +750,11 @@ enum jev_status jev_bench_validate(const json_t *root, struct jev_error *err) {
     if (!json_is_string(schema))
         return jev_fail(err, JEV_ERR_FORMAT, "$.schema: expected a string, got %s", json_kind(schema));
     const char *sv = json_string_value(schema);
-    if (strcmp(sv, JEV_BENCH_SCHEMA)) {
+    int version = !strcmp(sv, JEV_BENCH_SCHEMA) ? 2 : !strcmp(sv, JEV_BENCH_SCHEMA_V1) ? 1 : 0;
+    if (version == 0) {
         if (!strncmp(sv, "jev-bench/", 10))
-            return jev_fail(err, JEV_ERR_FORMAT, "$.schema: unsupported version \"%.40s\" (this build reads %s)", sv,
-                            JEV_BENCH_SCHEMA);
+            return jev_fail(err, JEV_ERR_FORMAT, "$.schema: unsupported version \"%.40s\" (this build reads %s and %s)",
+                            sv, JEV_BENCH_SCHEMA, JEV_BENCH_SCHEMA_V1);
         return jev_fail(err, JEV_ERR_FORMAT, "$.schema: \"%.40s\" is not a jev benchmark record (%s)", sv,
                         JEV_BENCH_SCHEMA);
     }
@@ -715,6 +763,8 @@ enum jev_status jev_bench_validate(const json_t *root, struct jev_error *err) {
     struct vstate *st = calloc(1, sizeof *st);
     if (st == NULL)
         return jev_fail(err, JEV_ERR_NOMEM, "validating a benchmark record: out of memory");
+    st->version = version;
+    st->peer = json_is_object(json_object_get(json_object_get(root, "environment"), "peer"));
     enum jev_status s = check_environment(json_object_get(root, "environment"), "$.environment", err);
     if (s == JEV_OK)
         s = check_settings(json_object_get(root, "settings"), "$.settings", st, err);

@@ -1,5 +1,5 @@
 /*
- * schema.h - the benchmark's raw JSON record, "jev-bench/1": a builder that
+ * schema.h - the benchmark's raw JSON record, "jev-bench/2": a builder that
  * the runner (`jev bench`, peers' harnesses in C) fills sample by sample, and
  * a loader + validator that checks any file against the schema.
  *
@@ -35,7 +35,8 @@
 
 /* ---- limits ---- */
 
-#define JEV_BENCH_SCHEMA "jev-bench/1"
+#define JEV_BENCH_SCHEMA "jev-bench/2"               /* what the builder writes */
+#define JEV_BENCH_SCHEMA_V1 "jev-bench/1"            /* still read: the records from before the precision modes */
 #define JEV_BENCH_NONE (-1)                          /* "not recorded" for integer fields */
 #define JEV_BENCH_MAX_FILE_BYTES (256u << 20)        /* a raw file larger than this is refused */
 #define JEV_BENCH_MAX_COUNTS 64                      /* distinct decision counts per record */
@@ -126,6 +127,7 @@ struct jev_bench_settings {
     int32_t max_new_tokens_per_decision; /* see max_new_tokens_min */
     const char *order;                   /* "rotated" (path order rotates per repeat) or "fixed" */
     const char *workload;                /* the workload file, e.g. "bench/dog-workload.json" */
+    const char *precision;               /* jev's mode, "exact" or "fast" (jev_precision_name); NULL: null (peers) */
 };
 
 /* One decision's result in a sample: candidates and their distribution. */
@@ -155,12 +157,21 @@ struct jev_bench_sample {
     const struct jev_bench_decision *decisions; /* (n_decisions); NULL: not recorded */
 };
 
-/* Per decision count: direct (independent) vs shared, and generated vs shared. NAN = null. */
+/* A fast record's samples of one (count, path) against one exact-mode run of the same request. NAN = null. */
+struct jev_bench_vs_exact {
+    double max_prob_delta;   /* max |p_fast - p_exact| over the samples, decisions and candidates */
+    double argmax_agreement; /* fraction of (sample, decision) pairs whose answer equals exact's, 0..1 */
+};
+
+/* Per decision count: direct (independent) vs shared, generated vs shared, and (a fast record) fast vs
+ * exact per path. NAN = null. */
 struct jev_bench_agreement {
     int32_t decisions;          /* the decision count */
     double max_prob_delta;      /* max |p_independent - p_shared| over all candidates */
     double argmax_agreement;    /* fraction of decisions with equal argmax, 0..1 */
     double generated_agreement; /* fraction of generated answers equal to shared argmax; NAN when generation failed */
+    bool has_vs_exact;          /* false: fast_vs_exact is null (an exact record, a peer) */
+    struct jev_bench_vs_exact vs_exact[JEV_BENCH_MAX_PATHS]; /* per path, in the settings' path order */
 };
 
 struct jev_bench_record; /* opaque: a record under construction */
@@ -199,9 +210,22 @@ enum jev_status jev_bench_record_add_agreement(struct jev_bench_record *rec, con
  * added: max probability delta and argmax agreement between the independent
  * and shared samples of equal repeat; generated agreement as the mean, over
  * valid generate_json samples, of the fraction of their choices equal to the
- * shared argmax of the same repeat (NAN when no generated sample is valid). */
+ * shared argmax of the same repeat (NAN when no generated sample is valid).
+ * has_vs_exact is left false (jev_bench_vs_exact_compute fills that part). */
 enum jev_status jev_bench_agreement_compute(const struct jev_bench_record *rec, int32_t decisions,
                                             struct jev_bench_agreement *out, struct jev_error *err);
+
+/* Fast against exact at one (count, path): every sample of that run against ref[0..n_ref), the
+ * decisions of one run of the same request in exact mode (outside the samples; exact is
+ * deterministic, so one run stands for all). max_prob_delta: the largest |p_fast - p_exact| over
+ * the samples, decisions and candidates that both have probabilities (NAN when none has:
+ * generate_json); argmax_agreement: the fraction of (sample, decision) pairs whose answer (the
+ * argmax, else the choice) equals exact's, a missing answer on either side counting as a
+ * disagreement (NAN when there is no sample). Decisions are paired by position, and their ids and
+ * candidate counts must match (JEV_ERR_INVALID_ARG otherwise). */
+enum jev_status jev_bench_vs_exact_compute(const struct jev_bench_record *rec, int32_t decisions, const char *path,
+                                           const struct jev_bench_decision *ref, int32_t n_ref,
+                                           struct jev_bench_vs_exact *out, struct jev_error *err);
 
 /* Sets the record's free-text note ("" or NULL clears it). */
 enum jev_status jev_bench_record_set_note(struct jev_bench_record *rec, const char *note, struct jev_error *err);
@@ -216,7 +240,8 @@ enum jev_status jev_bench_record_write(struct jev_bench_record *rec, const char 
 
 /* ---- loader and validator ---- */
 
-/* Checks a JSON tree against "jev-bench/1". JEV_ERR_FORMAT with the path. */
+/* Checks a JSON tree against "jev-bench/2" (or "jev-bench/1", which has neither settings.precision
+ * nor agreement[].fast_vs_exact). JEV_ERR_FORMAT with the path. */
 enum jev_status jev_bench_validate(const json_t *root, struct jev_error *err);
 
 /* Parses (duplicate keys refused) and validates. *out is the caller's. */

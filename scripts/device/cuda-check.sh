@@ -4,26 +4,34 @@
 # What it is: one device command's worth of checks for `make CUDA=1` builds carried from the
 # development machine (which has nvcc but no GPU): the op parity tests against the CPU backend
 # (tests/cuda/), the engine end to end (the same decisions on the CPU and on the GPU, full-size
-# synthetic model), the op profile on the GPU, and `jev bench --backend cuda` beside the
-# transformers GPU peer's committed record (distributions compared, ratios in the report).
+# synthetic model), the op profile on the GPU, `jev bench --backend cuda` beside the transformers
+# GPU peer's committed record (distributions compared, ratios in the report), and the fast
+# precision mode (bf16 tensor-core products): its answers against exact, jev verify in fast, and
+# `jev bench --precision fast`, which measures fast's probability delta against exact in the run.
+# Both bench steps read the peak device memory from the record and fail over MEM_LIMIT.
 #
 # Build here first (the GPU machine has another distribution; see docs/backends.md):
 #   make PORTABLE=1 CUDA=1 BUILD=build-portable-cuda build-portable-cuda/jev cuda-tests
 #   bash scripts/device/cuda-check.sh pack      # -> .carry-cuda/ (gitignored), then carry it
 # On the GPU machine, from the repository root:
-#   bash scripts/device/cuda-check.sh unpack tests agree profile bench report
+#   bash scripts/device/cuda-check.sh unpack tests agree profile bench fast report
 #
-# Steps: pack (dev machine) | unpack tests sanitize agree profile bench report (sanitize: the parity
-# binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a faulting op)
+# Steps: pack (dev machine) | unpack tests sanitize agree profile bench fast report (sanitize: the
+# parity binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a
+# faulting op)
 # Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
 # PEER_RECORD (the transformers GPU f32 record to set beside jev; default the committed run 3),
 # MODEL (a model directory to use instead of synthesizing one), AGREE_TOL (1e-4: the largest
-# CPU-vs-CUDA probability difference agree accepts; measured 4.1e-6), CUDA_HOME (/usr/local/cuda).
+# CPU-vs-CUDA probability difference agree accepts; measured 4.1e-6), CUDA_HOME (/usr/local/cuda),
+# MEM_LIMIT (1.5e9: the largest peak device memory, bytes, a bench record may show), FAST_TOL (0.1:
+# the largest exact-vs-fast probability difference of the 8 questions; a guard against a wrong
+# product, not fast's accuracy, which the fast step prints and the record keeps), FAST_VERIFY_TOL
+# (1e-2: jev verify's log-probability tolerance in fast mode, where both of its sides round to bf16).
 # Exit status: every step runs, even after one fails; the script exits 1 when any step failed
 # (a parity test, a sanitizer report, a disagreement, a failed command), naming it in log.txt,
 # else 0. tests/test-plumbing.c runs the steps that need no GPU on planted binaries.
-# Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, report.md,
-# report.svg, compare.txt, log.txt.
+# Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, fast.txt,
+# jev-cuda-fast.json, report.md, report.svg, compare.txt, log.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/jev-cuda}
@@ -42,10 +50,13 @@ die() { log "error: $*"; exit 1; }
 step_pack() {
     local b=build-portable-cuda
     [ -x $b/jev ] || die "$b/jev: build it first (make PORTABLE=1 CUDA=1 BUILD=$b $b/jev cuda-tests)"
-    rm -rf .carry-cuda && mkdir -p .carry-cuda
-    strip -o .carry-cuda/jev $b/jev
-    for t in $b/tests-cuda/test-*; do strip -o ".carry-cuda/${t##*/}" "$t"; done
-    gzip .carry-cuda/jev .carry-cuda/test-*
+    rm -rf .carry-cuda && mkdir -p .carry-cuda/bin
+    strip -o .carry-cuda/bin/jev $b/jev
+    for t in $b/tests-cuda/test-*; do strip -o ".carry-cuda/bin/${t##*/}" "$t"; done
+    # one xz stream over all of them: every binary holds the same 27 MB of library and kernels, which a
+    # 64 MiB window stores once (5 MB in all, where gzip per file made 58 MB of the 64 MiB that travel)
+    tar -C .carry-cuda/bin -cf - . | xz -9 -T1 > .carry-cuda/bin.tar.xz
+    rm -rf .carry-cuda/bin
     cp -L /usr/lib/x86_64-linux-gnu/libspng.so.0 .carry-cuda/
     cp -L /usr/lib/x86_64-linux-gnu/libcmocka.so.0 .carry-cuda/
     git rev-parse HEAD > .carry-cuda/COMMIT
@@ -55,7 +66,16 @@ step_pack() {
 step_unpack() {
     [ -d .carry-cuda ] || die ".carry-cuda: not carried"
     mkdir -p "$BIN"
-    for f in .carry-cuda/*.gz; do local n=${f##*/}; gunzip -c "$f" > "$BIN/${n%.gz}"; chmod +x "$BIN/${n%.gz}"; done
+    # Python's tarfile reads xz whether or not the machine has the xz tool
+    python3 - .carry-cuda/bin.tar.xz "$BIN" <<'PY'
+import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    try:
+        t.extractall(sys.argv[2], filter="data")
+    except TypeError:  # a Python without extraction filters
+        t.extractall(sys.argv[2])
+PY
+    chmod +x "$BIN"/jev "$BIN"/test-*
     cp .carry-cuda/*.so.* "$BIN/"
     if ldd "$JEV" | grep -q 'not found'; then die "missing libraries: $(ldd "$JEV" | grep 'not found' | tr '\n' ';')"; fi
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/log.txt"
@@ -138,21 +158,86 @@ step_profile() {
         2>&1 | grep -v '^q0' | tee "$OUT/profile.txt" | tee -a "$OUT/log.txt"
 }
 
+# The largest peak_bytes of a bench record, and fast's agreement with exact when it has one; fails
+# over MEM_LIMIT bytes or when the record has no memory figure.
+check_record() {
+    python3 - "$1" "${MEM_LIMIT:-1.5e9}" <<'PY'
+import json, sys
+rec, limit = json.load(open(sys.argv[1])), float(sys.argv[2])
+peaks = [(s["peak_bytes"], r["decisions"], r["path"]) for r in rec["runs"] for s in r["samples"]
+         if s.get("peak_bytes") is not None]
+for a in rec["agreement"]:
+    for path, e in sorted((a.get("fast_vs_exact") or {}).items()):
+        d, m = e["max_prob_delta"], e["argmax_agreement"]
+        print(f"  fast vs exact, {a['decisions']} decisions, {path}: max probability delta "
+              f"{'n/a' if d is None else f'{d:.3g}'}, argmax agreement {'n/a' if m is None else f'{100 * m:.1f}%'}")
+if not peaks:
+    print(f"{sys.argv[1]}: no peak device memory recorded")
+    sys.exit(1)
+top = max(peaks)
+print(f"{sys.argv[1]}: peak device memory {top[0] / 1e9:.3f} GB ({top[0] / 2**20:.0f} MiB, {top[1]} decisions, "
+      f"{top[2]}); limit {limit / 1e9:.2f} GB")
+if top[0] > limit:
+    print(f"memory: FAILED (over {limit / 1e9:.2f} GB)")
+    sys.exit(1)
+PY
+}
+
 step_bench() {
+    local rc=0
     # shellcheck disable=SC2086 # COUNTS is a list of words
     "$JEV" bench --model "$MODEL" --backend cuda --counts $COUNTS --repeats "$REPEATS" \
         --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda.json" 2>&1 | tail -20 | tee -a "$OUT/log.txt"
+    check_record "$OUT/jev-cuda.json" 2>&1 | tee -a "$OUT/log.txt" || rc=1
     if [ -f "$PEER_RECORD" ]; then
-        local rc=0
         python3 bench/peers/transformers.py --record "$PEER_RECORD" --compare-with "$OUT/jev-cuda.json" \
-            > "$OUT/compare.txt" 2>&1 || rc=$?
+            > "$OUT/compare.txt" 2>&1 || rc=1
         tee -a "$OUT/log.txt" < "$OUT/compare.txt"
-        return $rc
     fi
+    return $rc
+}
+
+# Fast mode: the 8 questions exact and fast on the GPU (the largest probability difference; fails over
+# FAST_TOL, or when either run fails), jev verify in fast, then `jev bench --precision fast` (which also
+# runs exact references and records fast's delta per row) and its peak device memory.
+step_fast() {
+    local q=(--model "$MODEL" --workload bench/dog-workload.json --decisions 8 --json --backend cuda) rc=0
+    "$JEV" decide "${q[@]}" > "$WORK/exact.json"
+    "$JEV" decide "${q[@]}" --precision fast > "$WORK/fast.json"
+    python3 - "$WORK/exact.json" "$WORK/fast.json" "${FAST_TOL:-0.1}" > "$OUT/fast.txt" <<'PY' || rc=1
+import json, math, sys
+a, b = (json.load(open(p))["answers"] for p in sys.argv[1:3])
+tol = float(sys.argv[3])
+worst, same, n = 0.0, 0, 0
+for k, x in a.items():
+    y = b[k]
+    for o, p in x.get("probabilities", {}).items():
+        worst = max(worst, abs(p - y["probabilities"][o]) if math.isfinite(y["probabilities"][o]) else math.inf)
+    for key in ("noul", "score"):
+        if key in x:
+            worst = max(worst, abs(x[key] - y[key]))
+    same += x.get("choice", x.get("noul")) == y.get("choice", y.get("noul"))
+    n += 1
+print(f"exact vs fast on cuda, {n} questions: max probability delta {worst:.3g}, same answers {same}/{n}")
+if not worst <= tol:
+    print(f"fast: FAILED (tolerance {tol:g})")
+    sys.exit(1)
+PY
+    tee -a "$OUT/log.txt" < "$OUT/fast.txt"
+    "$JEV" verify --model "$MODEL" --backend cuda --precision fast --tolerance "${FAST_VERIFY_TOL:-1e-2}" \
+        --output "$WORK/verify-fast.json" > "$WORK/verify-fast.txt" 2>&1 || rc=1
+    tail -2 "$WORK/verify-fast.txt" | tee -a "$OUT/fast.txt" | tee -a "$OUT/log.txt"
+    # shellcheck disable=SC2086 # COUNTS is a list of words
+    "$JEV" bench --model "$MODEL" --backend cuda --precision fast --counts $COUNTS --repeats "$REPEATS" \
+        --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda-fast.json" 2>&1 | tail -30 |
+        tee -a "$OUT/log.txt" || rc=1
+    check_record "$OUT/jev-cuda-fast.json" 2>&1 | tee -a "$OUT/fast.txt" | tee -a "$OUT/log.txt" || rc=1
+    return $rc
 }
 
 step_report() {
     local files=("$OUT/jev-cuda.json")
+    [ -f "$OUT/jev-cuda-fast.json" ] && files+=("$OUT/jev-cuda-fast.json")
     [ -f "$PEER_RECORD" ] && files+=("$PEER_RECORD")
     "$JEV" report "${files[@]}" --output "$OUT/report.md" --svg "$OUT/report.svg" | tee -a "$OUT/log.txt"
 }
@@ -160,8 +245,8 @@ step_report() {
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 for s in "$@"; do
     case $s in
-    pack | unpack | tests | sanitize | agree | profile | bench | report) ;;
-    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench report)" ;;
+    pack | unpack | tests | sanitize | agree | profile | bench | fast | report) ;;
+    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench fast report)" ;;
     esac
 done
 # Each step in a subshell with errexit on: its first failing command ends that step only (a

@@ -96,8 +96,9 @@ struct jev_ops {
     /* Waits until every queued op has finished (the profiler's timing point). */
     void (*sync)(struct jev_backend *be);
     /* The backend's own copy of a weight matrix, made once per engine: the CPU uses the
-     * model's (mmapped) matrix as it is; CUDA uploads it to the device (there as f32, the
-     * exact mode's type). Fails with JEV_ERR_NOMEM naming the matrix. Freed by matrix_release. */
+     * model's (mmapped) matrix as it is; CUDA uploads its stored form (the same type, bits,
+     * group and scale type: 4-bit stays 4-bit) and dequantizes as its kernels read it. Fails
+     * with JEV_ERR_NOMEM naming the matrix. Freed by matrix_release. */
     enum jev_status (*matrix_mirror)(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *mirror,
                                      struct jev_error *err);
     void (*matrix_release)(struct jev_backend *be, struct jev_matrix *mirror);
@@ -111,6 +112,15 @@ struct jev_ops {
      * (weights mirror, activations, states, scratch). NULL for the CPU, whose figure comes from
      * the arenas (decide/pipeline.c). */
     void (*memory)(struct jev_backend *be, int64_t *now, int64_t *peak, bool reset_peak);
+
+    /* ---- precision (include/jev.h, enum jev_precision) ---- */
+    /* Which kernels the matrix products use. Every instance starts in JEV_PRECISION_EXACT. A mode the
+     * backend has no kernels for is JEV_ERR_UNSUPPORTED with a message naming what to use instead,
+     * and the instance stays as it was: a mode is never silently replaced by another. The weights
+     * mirror serves every mode, so this may be called again between forwards (the benchmark runs
+     * its exact references on its fast engine). NULL: the backend runs exact only, and the engine
+     * refuses any other mode. */
+    enum jev_status (*set_precision)(struct jev_backend *be, enum jev_precision p, struct jev_error *err);
 
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */

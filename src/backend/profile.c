@@ -232,9 +232,14 @@ static void p_memory(struct jev_backend *be, int64_t *now, int64_t *peak, bool r
     struct jev_profile *p = prof(be);
     p->inner->memory(p->inner_be, now, peak, reset_peak);
 }
+static enum jev_status p_set_precision(struct jev_backend *be, enum jev_precision mode, struct jev_error *err) {
+    struct jev_profile *p = prof(be);
+    return p->inner->set_precision(p->inner_be, mode, err);
+}
 
-/* Every slot of the timed table; the optional ones (status, memory) are filled per profiler, only
- * where the inner table has them (NULL keeps its meaning: cannot fail, counts no device bytes). */
+/* Every slot of the timed table; the optional ones (status, memory, set_precision) are filled per
+ * profiler, only where the inner table has them (NULL keeps its meaning: cannot fail, counts no
+ * device bytes, runs exact only). */
 static const struct jev_ops timed = {
     .alloc = p_alloc,
     .free = p_free,
@@ -287,6 +292,7 @@ enum jev_status jev_profile_new(const struct jev_ops *ops, struct jev_backend *b
     p->table.host_memory = ops->host_memory;
     p->table.status = ops->status ? p_status : NULL;
     p->table.memory = ops->memory ? p_memory : NULL;
+    p->table.set_precision = ops->set_precision ? p_set_precision : NULL;
     *out = p;
     return JEV_OK;
 }

@@ -1,5 +1,6 @@
 /*
- * registry.c - the table of backends (registry.h) and the name parser.
+ * registry.c - the table of backends (registry.h), the name parser, and the
+ * names of the precision modes the backends run (jev_precision_name / _parse).
  *
  * The table lists every backend the source tree has, built or not, so that
  * a name this build left out gets the build flag that adds it, and a
@@ -118,4 +119,24 @@ void jev_backend_summary(char *out, size_t size) {
     for (int32_t k = 0; k < N_KNOWN && at < size; k++)
         if (!backends[k].reg)
             at += (size_t)snprintf(out + at, size - at, "; %s adds %s", backends[k].flag, backends[k].name);
+}
+
+/* The names of include/jev.h's enum jev_precision live here, beside the backends that run them. */
+const char *jev_precision_name(enum jev_precision p) {
+    switch (p) {
+    case JEV_PRECISION_EXACT: return "exact";
+    case JEV_PRECISION_FAST: return "fast";
+    }
+    return "unknown";
+}
+
+enum jev_status jev_precision_parse(const char *name, enum jev_precision *out, struct jev_error *err) {
+    *out = JEV_PRECISION_EXACT;
+    if (!name || !strcmp(name, "exact"))
+        return JEV_OK;
+    if (!strcmp(name, "fast")) {
+        *out = JEV_PRECISION_FAST;
+        return JEV_OK;
+    }
+    return jev_fail(err, JEV_ERR_INVALID_ARG, "precision \"%.40s\": expected exact or fast", name);
 }

@@ -80,4 +80,8 @@ void jev_backend_describe(const struct jev_backend_reg *reg, struct jev_backend 
 /* The build's backends as a line for `jev --version`: "cpu, cuda", or "cpu; make CUDA=1 adds cuda". */
 void jev_backend_summary(char *out, size_t size);
 
+/* "exact" or "fast" (jev_precision_name's names) -> *out; anything else is JEV_ERR_INVALID_ARG
+ * naming the two (NULL = "exact"). */
+enum jev_status jev_precision_parse(const char *name, enum jev_precision *out, struct jev_error *err);
+
 #endif

@@ -85,6 +85,11 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
                                     "prefill_chunk %d (1..65536) out of range",
                                     p->max_tokens, JEV_ENGINE_MAX_TOKENS, p->max_batch, JEV_ENGINE_MAX_BATCH,
                                     p->prefill_chunk));
+    if (p->precision != JEV_PRECISION_EXACT && p->precision != JEV_PRECISION_FAST)
+        return engine_fail(e, out,
+                           jev_fail(&e->err, JEV_ERR_INVALID_ARG,
+                                    "jev_engine_init: precision %d is not a mode (JEV_PRECISION_EXACT or _FAST)",
+                                    (int)p->precision));
     const struct jev_config *cfg = &model->config;
     if (JEV_OK != jev_pool_init(&e->pool, model->params.n_threads, &e->err))
         return engine_fail(e, out, e->err.status);
@@ -102,6 +107,9 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         e->ops = jev_profile_ops(e->profile);
         e->be = jev_profile_backend(e->profile);
     }
+    /* the mode before the mirror: a backend that cannot run it refuses here, before any device copy */
+    if (JEV_OK != jev_engine_set_precision(e, p->precision, &e->err))
+        return engine_fail(e, out, e->err.status);
     /* the backend's copy of the weights (the model's own for the CPU), before any activation */
     atomic_fetch_add(&mirrors_made, 1);
     if (JEV_OK != jev_weights_mirror_init(&e->weights, cfg, &model->weights, e->ops, e->be, &e->err))
@@ -149,6 +157,16 @@ void jev_engine_free(struct jev_engine *e) {
         e->reg->destroy(e->backend);
     jev_pool_free(e->pool);
     free(e);
+}
+
+enum jev_status jev_engine_set_precision(struct jev_engine *e, enum jev_precision p, struct jev_error *err) {
+    if (p != JEV_PRECISION_EXACT && !e->ops->set_precision)
+        return jev_fail(err, JEV_ERR_UNSUPPORTED, "precision \"%s\": the %s backend runs exact only; use exact",
+                        jev_precision_name(p), e->ops->name);
+    if (e->ops->set_precision)
+        JEV_TRY(e->ops->set_precision(e->be, p, err));
+    e->params.precision = p;
+    return JEV_OK;
 }
 
 void jev_engine_describe(const struct jev_engine *e, struct jev_backend_info *info) {

@@ -66,6 +66,14 @@ enum jev_status jev_engine_set_error(struct jev_engine *e, const struct jev_erro
 /* Bytes the engine allocated at init (state pool + activations). */
 size_t jev_engine_bytes(const struct jev_engine *e);
 
+/* Switches the engine's precision between forwards (ops.h, set_precision): e->params.precision
+ * follows. A mode the backend cannot run is JEV_ERR_UNSUPPORTED naming what to use instead, and the
+ * engine keeps its mode. jev_engine_init sets params.precision this way; the benchmark switches a
+ * fast engine to exact for its reference runs and back. A decider's kept prefixes (reuse) hold
+ * states computed in their request's mode: switch only between requests that do not reuse them
+ * (the benchmark's never do). */
+enum jev_status jev_engine_set_precision(struct jev_engine *e, enum jev_precision p, struct jev_error *err);
+
 /* The backend's device, driver, memory and libraries (backend/registry.h), for the benchmark record. */
 void jev_engine_describe(const struct jev_engine *e, struct jev_backend_info *info);
 

@@ -6,6 +6,7 @@
  * nor with the loader's.
  */
 #include "model/weights-mirror.h" // defines: struct jev_weights_mirror
+#include "model/lm.h"             // defines: jev_matrix_bytes
 #include "model/tensors.h"        // defines: jev_tensor_walk_next, jev_tensor_slot
 
 #include <stdlib.h>
@@ -26,8 +27,8 @@ static void walk_matrix(struct walk *k, const struct jev_matrix *host, struct je
         return;
     }
     k->status = k->m->ops->matrix_mirror(k->m->be, host, dst, k->err);
-    if (k->status == JEV_OK)
-        k->m->bytes += (size_t)dst->rows * (size_t)dst->cols * sizeof(float);
+    if (k->status == JEV_OK) /* as the backend holds it: CUDA keeps the stored form (4-bit stays 4-bit) */
+        k->m->bytes += jev_matrix_bytes(dst);
 }
 
 /* n floats of a host vector into backend memory (NULL stays NULL). */

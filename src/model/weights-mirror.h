@@ -4,8 +4,9 @@
  * The model (struct jev_model) is immutable and shared by every engine; its
  * weights are mmapped host memory. A device backend cannot read those, so
  * each engine holds a mirror: the same struct jev_weights, every matrix
- * replaced by the backend's copy (ops->matrix_mirror: f32 on a CUDA device)
- * and every small f32 vector (norm gammas, biases, conv taps, gates)
+ * replaced by the backend's copy (ops->matrix_mirror: on a CUDA device the
+ * stored form, 4-bit codes and their scales as in the file) and every small
+ * f32 vector (norm gammas, biases, conv taps, gates)
  * uploaded. For a host-memory backend (the CPU) the mirror is the model's
  * weights themselves: nothing is copied.
  */

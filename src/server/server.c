@@ -26,6 +26,8 @@
 #include "wire/response.h" // defines: jev_response_error, jev_response_request_error
 #include "wire/route.h"    // defines: jev_decide_http
 
+#include "decide/pipeline.h" // defines: jev_decider_engine (the engine's precision for /v1/models)
+
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -122,21 +124,27 @@ static void respond_error(struct http_exchange *x, struct request *rq, unsigned 
     respond(x, rq, status, jev_response_error((int)status, type, message), name, value);
 }
 
-/* {"models":[{"name","description","release_date"}]} (spec §1, TypeSafe's form) plus OpenAI's
- * {"object":"list","data":[{"id","object","owned_by"}]} so both kinds of client find the name. */
+/* {"models":[{"name","description","release_date","precision"}]} (spec §1, TypeSafe's form) plus OpenAI's
+ * {"object":"list","data":[{"id","object","owned_by","precision"}]} so both kinds of client find the name;
+ * "precision" is the engine's mode (jev.h, enum jev_precision), set once by --precision. */
 static char *models_body(const struct jev_server *s) {
+    const char *mode = jev_precision_name(jev_decider_engine(s->decider)->params.precision);
     char desc[512];
-    snprintf(desc, sizeof desc, "%s served by jev %s (typed decisions: noul, choice, score)", s->model_name,
-             jev_version());
+    snprintf(desc, sizeof desc, "%s served by jev %s (typed decisions: noul, choice, score; %s precision)",
+             s->model_name, jev_version(), mode);
     struct jev_jsonw w;
     jev_jsonw_init(&w);
     jev_jsonw_raw(&w, "{\"models\":[{\"name\":");
     jev_jsonw_str(&w, s->model_name);
     jev_jsonw_raw(&w, ",\"description\":");
     jev_jsonw_str(&w, desc);
-    jev_jsonw_raw(&w, ",\"release_date\":null}],\"object\":\"list\",\"data\":[{\"id\":");
+    jev_jsonw_raw(&w, ",\"release_date\":null,\"precision\":");
+    jev_jsonw_str(&w, mode);
+    jev_jsonw_raw(&w, "}],\"object\":\"list\",\"data\":[{\"id\":");
     jev_jsonw_str(&w, s->model_name);
-    jev_jsonw_raw(&w, ",\"object\":\"model\",\"owned_by\":\"jev\"}]}");
+    jev_jsonw_raw(&w, ",\"object\":\"model\",\"owned_by\":\"jev\",\"precision\":");
+    jev_jsonw_str(&w, mode);
+    jev_jsonw_raw(&w, "}]}");
     return jev_jsonw_finish(&w);
 }
 

@@ -147,7 +147,7 @@ static inline void ct_check_dev(const char *what, const float *ref, const float 
     free(got);
 }
 
-/* The CUDA backend's mirror of a host matrix (f32 on the device). */
+/* The CUDA backend's mirror of a host matrix (its stored form on the device). */
 static inline struct jev_matrix ct_mirror(const struct jev_matrix *host) {
     struct jev_matrix m;
     struct jev_error err = {0};

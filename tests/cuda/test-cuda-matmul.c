@@ -1,24 +1,33 @@
 /*
- * test-cuda-matmul.c - CUDA matrix products and the dequantizing upload against the CPU backend.
+ * test-cuda-matmul.c - the weights on the device in their stored form, their dequantization, and the
+ * exact mode's matrix products, against the CPU backend.
  *
- * - matrix_mirror (jev_cuda_dequantize_upload): the device f32 rows, downloaded, must equal the
- *   CPU's dequantized rows bit for bit (jev_cpu_ops.embed over every row id) for f32, bf16, f16
- *   and MLX affine matrices of every bit width (2, 3, 4, 5, 6, 8) with f32, bf16 and f16 scales,
- *   odd shapes included; an affine matrix of an unsupported width fails with
- *   JEV_ERR_UNSUPPORTED naming the matrix.
- * - matmul: ct_ops->matmul on the mirror against jev_cpu_ops.matmul on the host matrix,
- *   token counts 1 (sgemv), 2, 7, 33, 300 (sgemm), NMSE <= 1e-7.
+ * - matrix_mirror (jev_cuda_matrix_upload): the device copy keeps the host's type, width, group and
+ *   scale type, and its bytes (codes, scales, biases) are the host's; the device memory it holds is
+ *   the stored size (4-bit stays 4-bit: no f32 copy), plus a dequantization scratch of at most
+ *   JEV_CUDA_DQ_CAP; an affine matrix of an unsupported width fails with JEV_ERR_UNSUPPORTED naming
+ *   the matrix.
+ * - jev_cuda_dequant_rows: every row range of every type, affine width (2, 3, 4, 5, 6, 8), group
+ *   (4, 32, 64, 128) and scale type (f32, bf16, f16) equals the CPU's jev_matrix_row bit for bit
+ *   (NMSE 0), and its bf16 form equals jev_f32_to_bf16 of those values bit for bit.
+ * - matmul (exact): ct_ops->matmul on the mirror against jev_cpu_ops.matmul on the host matrix,
+ *   token counts 1 (sgemv), 2, 7, 33, 300 (sgemm), NMSE <= 1e-7; and against the f32 path of before
+ *   (the same dequantized values as an f32 matrix, multiplied where it is): bit-identical for every
+ *   matrix that fits the scratch in one chunk, NMSE <= 1e-7 for one that takes several (printed:
+ *   bit-identical or not).
  * - matmul_rows: scattered, repeated and unsorted row ids, both regimes (few tokens: rows read in
  *   place; more: gathered), and 40000 candidate rows so that the gathered rows take several
  *   scratch chunks.
  *
  * Matrices are built as tests/test-ops.c's mat_make does: deterministic values, affine codes
- * written into the little-endian bit stream, scales and biases rounded to their stype.
+ * written into the little-endian bit stream, scales and biases rounded to their stype. Fast mode's
+ * products are tests/cuda/test-cuda-fast.c's.
  */
 #include "cuda-test.h"        // defines: ct_setup, ct_mirror, ct_up, ct_check, jev_cpu_ops, ct_ops
 #include "../test-matrices.h" // defines: struct mat, mat_make, mat_free
 
-#include "base/half.h" // defines: jev_f32_to_bf16, jev_f32_to_f16
+#include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_dequant_rows, jev_cuda_dq_bytes, JEV_CUDA_DQ_CAP
+#include "base/half.h"                     // defines: jev_f32_to_bf16
 
 /* ---- host matrices (tests/test-matrices.h) ---- */
 
@@ -37,43 +46,62 @@ static void check_dev(const char *what, const float *ref, const float *dev, int6
     free(got);
 }
 
-/* ---- the mirror: exact dequantization ---- */
+/* ---- the stored form ---- */
 
-/* The mirror of one case, downloaded, equals the CPU's dequantized rows bit for bit. */
-static void mirror_exact(const struct mcase *mc, int64_t seed) {
+/* bytes of device memory -> a new host buffer, after the queued ops ran without a fault */
+static void *down_bytes(const void *dev, size_t bytes) {
+    void *h = malloc(bytes > 0 ? bytes : 1);
+    assert_non_null(h);
+    ct_ops->download(ct_gpu, h, dev, bytes);
+    ct_status_ok("a queued op");
+    return h;
+}
+
+/* The mirror keeps the host's form and bytes, and holds the stored size (plus the scratch's growth). */
+static void mirror_stored(const struct mcase *mc, int64_t seed) {
     struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, seed);
+    int64_t before = 0, after = 0;
+    size_t dq0 = jev_cuda_dq_bytes(ct_gpu);
+    ct_ops->memory(ct_gpu, &before, NULL, false);
     struct jev_matrix m = ct_mirror(&a.m);
-    assert_int_equal(m.type, JEV_MTYPE_F32);
+    ct_ops->memory(ct_gpu, &after, NULL, false);
+    assert_int_equal(m.type, mc->type);
     assert_int_equal(m.rows, mc->rows);
     assert_int_equal(m.cols, mc->cols);
-    int64_t n = (int64_t)mc->rows * mc->cols;
-    int32_t *ids = malloc((size_t)mc->rows * sizeof(int32_t));
-    assert_non_null(ids);
-    for (int32_t r = 0; r < mc->rows; r++)
-        ids[r] = r;
-    float *ref = ct_host(n);
-    jev_cpu_ops.embed(ct_cpu, &a.m, ids, mc->rows, ref);
-    float *got = ct_down(m.data, n);
-    for (int64_t i = 0; i < n; i++)
-        if (memcmp(&ref[i], &got[i], sizeof(float)) != 0)
-            fail_msg("mirror %s: row %lld col %lld is %.9g on CUDA, %.9g on CPU", mc->name, (long long)(i / mc->cols),
-                     (long long)(i % mc->cols), (double)got[i], (double)ref[i]);
-    printf("  mirror %-57s exact\n", mc->name);
-    free(ref);
-    free(got);
-    free(ids);
+    size_t n = (size_t)mc->rows * (size_t)mc->cols, data = n * 4, sb = 0;
+    if (mc->type == JEV_MTYPE_BF16 || mc->type == JEV_MTYPE_F16)
+        data = n * 2;
+    if (mc->type == JEV_MTYPE_QAFFINE) {
+        assert_int_equal(m.bits, mc->bits);
+        assert_int_equal(m.group, mc->group);
+        assert_int_equal((int)m.stype, (int)mc->stype);
+        data = n * (size_t)mc->bits / 8;
+        sb = (size_t)mc->rows * (size_t)(mc->cols / mc->group) * (mc->stype == JEV_STYPE_F32 ? 4 : 2);
+    }
+    void *d = down_bytes(m.data, data);
+    assert_memory_equal(d, a.m.data, data);
+    free(d);
+    if (sb > 0) {
+        void *sc = down_bytes(m.scales, sb), *bi = down_bytes(m.biases, sb);
+        assert_memory_equal(sc, a.m.scales, sb);
+        assert_memory_equal(bi, a.m.biases, sb);
+        free(sc);
+        free(bi);
+    }
+    /* what the mirror took: the stored bytes (three parts, 256-byte aligned), and the scratch's growth */
+    int64_t grew = (int64_t)(jev_cuda_dq_bytes(ct_gpu) - dq0), held = after - before - grew;
+    if (held < (int64_t)(data + 2 * sb) || held > (int64_t)(data + 2 * sb + 512))
+        fail_msg("mirror %s holds %lld bytes for %zu stored", mc->name, (long long)held, data + 2 * sb);
+    assert_true(jev_cuda_dq_bytes(ct_gpu) <= JEV_CUDA_DQ_CAP);
+    printf("  mirror %-40s %10zu bytes stored (f32 would be %zu)\n", mc->name, data + 2 * sb, n * 4);
     ct_ops->matrix_release(ct_gpu, &m);
     mat_free(&a);
 }
 
-static void test_mirror_exact(void **state) {
+static void test_mirror_stored(void **state) {
     (void)state;
     for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++)
-        mirror_exact(&mcases[c], (int64_t)c);
-    /* above the upload's 256 MiB chunk (the hf layout's bf16 embedding is 508 MB): later chunks too */
-    const struct mcase big = {
-        "bf16 140000 x 1024 (two upload chunks)", JEV_MTYPE_BF16, 140000, 1024, 0, 0, JEV_STYPE_F32};
-    mirror_exact(&big, 99);
+        mirror_stored(&mcases[c], (int64_t)c);
 }
 
 static void test_mirror_unsupported(void **state) {
@@ -87,6 +115,62 @@ static void test_mirror_unsupported(void **state) {
     assert_int_equal(st, JEV_ERR_UNSUPPORTED);
     assert_non_null(strstr(err.msg, "blk.0.bad.weight"));
     mat_free(&a);
+}
+
+/* ---- dequantization: exact ---- */
+
+/* Rows [r0, r0 + nr) of a's mirror through jev_cuda_dequant_rows, as f32 and as bf16, equal the CPU's. */
+static void dequant_case(const char *name, const struct mat *a, int64_t r0, int64_t nr) {
+    struct jev_matrix m = ct_mirror(&a->m);
+    const int64_t cols = a->m.cols, n = nr * cols;
+    float *ref = ct_host(n);
+    for (int64_t r = 0; r < nr; r++)
+        jev_matrix_row(&a->m, r0 + r, ref + r * cols);
+    void *dev = ct_ops->alloc(ct_gpu, (size_t)(n > 0 ? n : 1) * sizeof(float));
+    assert_non_null(dev);
+    jev_cuda_dequant_rows(ct_gpu, &m, r0, nr, dev, false);
+    float *got = down_bytes(dev, (size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        if (memcmp(&ref[i], &got[i], sizeof(float)) != 0)
+            fail_msg("dequant %s: row %lld col %lld is %.9g on CUDA, %.9g on CPU", name, (long long)(r0 + i / cols),
+                     (long long)(i % cols), (double)got[i], (double)ref[i]);
+    free(got);
+    jev_cuda_dequant_rows(ct_gpu, &m, r0, nr, dev, true);
+    uint16_t *hb = down_bytes(dev, (size_t)n * sizeof(uint16_t));
+    for (int64_t i = 0; i < n; i++)
+        if (hb[i] != jev_f32_to_bf16(ref[i]))
+            fail_msg("dequant %s as bf16: row %lld col %lld is 0x%04x on CUDA, 0x%04x on CPU", name,
+                     (long long)(r0 + i / cols), (long long)(i % cols), hb[i], jev_f32_to_bf16(ref[i]));
+    free(hb);
+    ct_free(dev);
+    free(ref);
+    ct_ops->matrix_release(ct_gpu, &m);
+}
+
+static void test_dequant_exact(void **state) {
+    (void)state;
+    int n = 0;
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++, n++) {
+        const struct mcase *mc = &mcases[c];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+        dequant_case(mc->name, &a, 0, mc->rows);
+        if (mc->rows > 5)
+            dequant_case(mc->name, &a, 3, mc->rows - 5); /* a chunk that starts and ends inside */
+        mat_free(&a);
+    }
+    /* every width, group and scale type the loader can hand over */
+    static const int bits[] = {2, 3, 4, 5, 6, 8}, groups[] = {4, 32, 64, 128};
+    static const enum jev_stype stypes[] = {JEV_STYPE_F32, JEV_STYPE_BF16, JEV_STYPE_F16};
+    for (size_t b = 0; b < 6; b++)
+        for (size_t g = 0; g < 4; g++)
+            for (size_t s = 0; s < 3; s++, n++) {
+                struct mat a = mat_make(JEV_MTYPE_QAFFINE, 7, 256, bits[b], groups[g], stypes[s], (int64_t)n);
+                char name[64];
+                snprintf(name, sizeof name, "q%d g%d stype %d", bits[b], groups[g], (int)stypes[s]);
+                dequant_case(name, &a, 0, 7);
+                mat_free(&a);
+            }
+    printf("  dequantization: %d cases exact (f32 and bf16)\n", n);
 }
 
 /* ---- products ---- */
@@ -115,6 +199,56 @@ static void test_matmul(void **state) {
         ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
     }
+}
+
+/* The f32 path of before: the same dequantized values as an f32 matrix, multiplied where it is. The
+ * stored form's product equals it bit for bit when the matrix fits the scratch in one chunk (the
+ * same cuBLAS call on the same values); over several chunks each chunk is its own call, so the
+ * sums may be ordered differently: NMSE <= 1e-7, and the print says whether it was bit-identical. */
+static void same_as_f32(const char *name, const struct mat *a, int64_t n) {
+    const int64_t rows = a->m.rows, cols = a->m.cols;
+    float *wf = ct_host(rows * cols);
+    for (int64_t r = 0; r < rows; r++)
+        jev_matrix_row(&a->m, r, wf + r * cols);
+    struct jev_matrix hf = {.type = JEV_MTYPE_F32,
+                            .rows = (int32_t)rows,
+                            .cols = (int32_t)cols,
+                            .data = wf,
+                            .name = "f32 of the same values"};
+    struct jev_matrix m = ct_mirror(&a->m), mf = ct_mirror(&hf);
+    bool one_chunk = (size_t)(rows * cols) * sizeof(float) <= jev_cuda_dq_bytes(ct_gpu);
+    float *x = ct_host(n * cols);
+    ct_fill(x, n * cols, 300 + n, 1.0f);
+    float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * rows), *dyf = ct_up(NULL, n * rows);
+    ct_ops->matmul(ct_gpu, &m, dx, n, dy);
+    ct_ops->matmul(ct_gpu, &mf, dx, n, dyf);
+    float *y = ct_down(dy, n * rows), *yf = ct_down(dyf, n * rows);
+    bool same = memcmp(y, yf, (size_t)(n * rows) * sizeof(float)) == 0;
+    printf("  %-44s n %4lld: %s chunk%s, %s\n", name, (long long)n, one_chunk ? "one" : "several", one_chunk ? "" : "s",
+           same ? "bit-identical to the f32 path" : "differs from the f32 path");
+    if (one_chunk && !same)
+        fail_msg("%s n %lld: one chunk, yet not bit-identical to the f32 matrix's product", name, (long long)n);
+    ct_check(name, yf, y, n * rows, CT_NMSE_F32);
+    ct_free(dx), ct_free(dy), ct_free(dyf);
+    free(x), free(y), free(yf), free(wf);
+    ct_ops->matrix_release(ct_gpu, &m);
+    ct_ops->matrix_release(ct_gpu, &mf);
+}
+
+static void test_matmul_same_as_f32(void **state) {
+    (void)state;
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
+        const struct mcase *mc = &mcases[c];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+        for (size_t t = 0; t < sizeof ntoks / sizeof ntoks[0]; t++)
+            same_as_f32(mc->name, &a, ntoks[t]);
+        mat_free(&a);
+    }
+    /* 20000 x 1024 4-bit: 82 MB as f32, above the 64 MiB scratch: two chunks (as the LM head's 16) */
+    struct mat big = mat_make(JEV_MTYPE_QAFFINE, 20000, 1024, 4, 64, JEV_STYPE_BF16, 77);
+    same_as_f32("q4 20000 x 1024 (two chunks)", &big, 1);
+    same_as_f32("q4 20000 x 1024 (two chunks)", &big, 16);
+    mat_free(&big);
 }
 
 /* matmul_rows of n_ids candidate rows: unsorted, with repeats (id k = (k * 7 + 3) mod rows, the last row twice). */
@@ -172,8 +306,10 @@ static void test_matmul_rows_many(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mirror_exact), cmocka_unit_test(test_mirror_unsupported), cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_rows),  cmocka_unit_test(test_matmul_rows_many),
+        cmocka_unit_test(test_mirror_stored),      cmocka_unit_test(test_mirror_unsupported),
+        cmocka_unit_test(test_dequant_exact),      cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_same_as_f32), cmocka_unit_test(test_matmul_rows),
+        cmocka_unit_test(test_matmul_rows_many),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }

@@ -5,9 +5,10 @@
  * inputs; the device result is downloaded and compared with NMSE <= CT_NMSE_F32. Shapes cover one row,
  * sizes that are not a multiple of a warp or a float4, rows wider than one block (d = 4096) and tensors
  * past a million values (the grid-stride loops); ops that may run in place are also run in place. The
- * embedding must match exactly: both sides read the same dequantized values (the mirror is f32 on the
- * device), so any difference is a bug, not rounding. Ops called with n == 0 must queue nothing and
- * leave the stream usable.
+ * embedding must match exactly: both sides compute the same dequantized values (the mirror keeps the
+ * stored form and the kernel dequantizes as it reads, cuda-weights-int.h), so any difference is a bug,
+ * not rounding. vision_pos_add reads its table the same way (f32, bf16 and 4-bit tables). Ops called
+ * with n == 0 must queue nothing and leave the stream usable.
  */
 #include "cuda-test.h"
 #include "../test-matrices.h" // defines: struct mat, mat_make, mat_free
@@ -423,11 +424,14 @@ static void test_vision_rope(void **state) {
 
 static void test_vision_pos_add(void **state) {
     (void)state;
-    const enum jev_mtype types[2] = {JEV_MTYPE_F32, JEV_MTYPE_BF16};
-    const int32_t rows = 64, cols = 97;
+    const enum jev_mtype types[3] = {JEV_MTYPE_F32, JEV_MTYPE_BF16, JEV_MTYPE_QAFFINE};
+    static const char *const names[3] = {"f32", "bf16", "q4 g32"};
+    const int32_t rows = 64;
     const int64_t counts[3] = {1, 37, 2304};
-    for (int t = 0; t < 2; t++) {
-        struct mat table = mat_make(types[t], rows, cols, 0, 0, 0, 30 + t);
+    for (int t = 0; t < 3; t++) {
+        const int32_t cols = t == 2 ? 96 : 97; /* the affine rows are whole groups and words */
+        struct mat table = t == 2 ? mat_make(types[t], rows, cols, 4, 32, JEV_STYPE_BF16, 30 + t)
+                                  : mat_make(types[t], rows, cols, 0, 0, 0, 30 + t);
         struct jev_matrix m = ct_mirror(&table.m);
         for (int k = 0; k < 3; k++) {
             int64_t n = counts[k], len = n * cols;
@@ -442,7 +446,7 @@ static void test_vision_pos_add(void **state) {
             memset(idx, 0, (size_t)n * 4 * sizeof(int32_t)); /* staged on the call: reuse must not matter */
             memset(w, 0, (size_t)n * 4 * sizeof(float));
             char what[96];
-            snprintf(what, sizeof what, "vision_pos_add %s n %lld", t ? "bf16" : "f32", (long long)n);
+            snprintf(what, sizeof what, "vision_pos_add %s n %lld", names[t], (long long)n);
             ct_check_dev(what, ref, dx, len, CT_NMSE_F32);
             ct_free(dx);
             free(idx), free(w), free(x), free(ref);

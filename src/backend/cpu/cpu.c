@@ -120,6 +120,18 @@ static void cpu_matrix_release(struct jev_backend *be, struct jev_matrix *mirror
     memset(mirror, 0, sizeof *mirror);
 }
 
+/* Exact only for now: the CPU has no bf16 matrix kernels yet. Fast is refused, never run as exact
+ * under its name (the benchmark would record exact timings as fast ones). */
+static enum jev_status cpu_set_precision(struct jev_backend *be, enum jev_precision p, struct jev_error *err) {
+    (void)be;
+    if (p == JEV_PRECISION_EXACT)
+        return JEV_OK;
+    return jev_fail(err, JEV_ERR_UNSUPPORTED,
+                    "cpu backend: precision \"%s\" (bf16 matrix products) has no CPU kernels yet: use precision "
+                    "exact on the CPU, or --backend cuda for fast",
+                    jev_precision_name(p));
+}
+
 const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
     .host_memory = true,
@@ -132,6 +144,7 @@ const struct jev_ops jev_cpu_ops = {
     .matrix_mirror = cpu_matrix_mirror,
     .matrix_release = cpu_matrix_release,
     .status = NULL,
+    .set_precision = cpu_set_precision,
     .matmul = jev_cpu_matmul_fast,
     .matmul_rows = jev_cpu_matmul_rows_fast,
     .embed = jev_cpu_embed_fast,

@@ -7,9 +7,13 @@
  * (cuda-*.cu, compiled by nvcc as C++): plain C declarations only.
  *
  * Conventions for the kernel files (ops.h says the rest):
- * - float tensors and the data of weight matrices are device pointers; a
- *   mirrored matrix is always JEV_MTYPE_F32 on the device (matrix_mirror
- *   dequantizes), so kernels read plain f32 rows.
+ * - float tensors and the data of weight matrices are device pointers. A
+ *   mirrored matrix keeps its stored form on the device (f32, bf16, f16 rows,
+ *   or MLX affine codes with their scales and biases: 4-bit weights stay 4-bit,
+ *   cuda-weights.cu); kernels that read weights element by element (embed,
+ *   vision_pos_add, matmul_rows) dequantize as they read (cuda-weights-int.h),
+ *   and matmul dequantizes row chunks into the backend's scratch (dq) right
+ *   before the cuBLAS product: f32 in exact mode, bf16 in fast mode.
  * - host arrays an op receives (ids, row_ids, idx, run and span descriptors)
  *   are copied to the device with jev_cuda_stage() inside the op: one
  *   staging area per backend, reset at the start of each op
@@ -19,6 +23,9 @@
  * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
+ *   The one exception is matmul in fast mode (be->precision, set_precision):
+ *   bf16 inputs, f32 accumulation, checked against a CPU reference of the same
+ *   bf16 inputs within a derived bound (tests/bf16-ref.h).
  * - a launch error is recorded in the backend (jev_cuda_check) and reported by
  *   ops->status (jev_cuda_ops.status), which the model layer asks after each
  *   forward and the parity tests after each op; ops themselves cannot fail
@@ -31,7 +38,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/ops.h" // defines: struct jev_ops, the op argument structs
+#include "backend/cuda/cuda-weights-int.h" // defines: JEV_CUDA_DQ_CAP, jev_cuda_dequant_rows, jev_cuda_to_bf16
+#include "backend/ops.h"                   // defines: struct jev_ops, the op argument structs
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -45,8 +53,13 @@ extern "C" {
 
 struct jev_backend {
     int device;                    /* CUDA device ordinal */
+    enum jev_precision precision;  /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
+    void *dq;                      /* scratch for one weight chunk's dequantized rows (f32, or bf16 in fast mode) */
+    size_t dq_bytes;               /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
+    uint16_t *xh;                  /* fast mode: matmul's activations rounded to bf16 */
+    size_t xh_bytes;               /* its size; grown like work (synchronizing) */
     cudaStream_t stream;           /* every op is queued here */
-    cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: f32 FMA, never TF32 */
+    cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
     size_t stage_used;             /* bytes handed out since the op began */
     float *work;                   /* device scratch for ops that need one (gathered rows, chunk matrices) */
@@ -118,13 +131,21 @@ void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *ta
                              int64_t n, float *x);
 void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
-/* cuda-matmul.cu: cuBLAS sgemm / sgemv over mirrored f32 weights, and the dequantizing upload */
+/* cuda-weights.cu: the stored form on the device and its dequantization */
+/* Copies a host matrix to the device as it is stored (one allocation: data, then scales and biases of
+ * an affine matrix) and grows the scratch dq to its f32 size (at most JEV_CUDA_DQ_CAP). Unsupported
+ * widths, groups or scale types are JEV_ERR_UNSUPPORTED naming the matrix; no room, JEV_ERR_NOMEM. */
+enum jev_status jev_cuda_matrix_upload(struct jev_backend *be, const struct jev_matrix *host, struct jev_matrix *dev,
+                                       struct jev_error *err);
+/* Frees what jev_cuda_matrix_upload allocated (after the queued ops) and zeroes *dev. */
+void jev_cuda_matrix_free(struct jev_backend *be, struct jev_matrix *dev);
+/* (jev_cuda_dequant_rows, jev_cuda_to_bf16, jev_cuda_dq_bytes: cuda-weights-int.h) */
+
+/* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
+ * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y);
-/* Dequantizes a host matrix of any type into device f32 rows [rows][cols] (dst, allocated by the caller). */
-enum jev_status jev_cuda_dequantize_upload(struct jev_backend *be, const struct jev_matrix *host, float *dst,
-                                           struct jev_error *err);
 
 /* cuda-attention.cu: LM causal GQA attention over K/V spans, vision bidirectional attention */
 void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,

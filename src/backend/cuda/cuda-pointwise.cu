@@ -18,12 +18,8 @@
  * area at the start of the op (cuda-int.h); n == 0 queues nothing.
  */
 
-/* error.h has no C++ guard; JEV_ASSERT's jev_abort must keep its C name when seen from this file. */
-extern "C" {
-#include "base/error.h" // defines: JEV_ASSERT
-}
-
-#include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_check, the launchers
+#include "backend/cuda/cuda-int.h"         // defines: struct jev_backend, jev_cuda_stage, jev_cuda_check, the launchers
+#include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_wget (embed, vision_pos_add)
 
 #include <math.h>
 
@@ -325,24 +321,22 @@ void jev_cuda_gdn_gates(struct jev_backend *be, const float *a, const float *b, 
 
 /* ---- embedding ---- */
 
-/* out[t][c] = w[ids[t]][c] over the device's f32 mirror: a copy, so the values are exactly the mirror's. */
-__global__ static void embed_kernel(const float *w, int32_t cols, const int32_t *ids, int64_t count, float *out) {
+/* out[t][c] = w[ids[t]][c] dequantized from the stored form: the CPU's values bit for bit (cuda-weights-int.h). */
+__global__ static void embed_kernel(struct jev_matrix w, const int32_t *ids, int64_t count, float *out) {
     GRID_STRIDE(i, count) {
-        int64_t t = i / cols;
-        int32_t c = (int32_t)(i - t * cols);
-        out[i] = w[(int64_t)ids[t] * cols + c];
+        int64_t t = i / w.cols;
+        int32_t c = (int32_t)(i - t * w.cols);
+        out[i] = jev_cuda_wget(&w, ids[t], c);
     }
 }
 
 void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out) {
-    JEV_ASSERT(w->type == JEV_MTYPE_F32); /* matrix_mirror dequantizes every type */
     int64_t count = n * (int64_t)w->cols;
     if (count <= 0)
         return;
     jev_cuda_stage_reset(be);
     const int32_t *ids_dev = (const int32_t *)jev_cuda_stage(be, ids, (size_t)n * sizeof(int32_t));
-    embed_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>((const float *)w->data, w->cols, ids_dev, count,
-                                                                     out);
+    embed_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>(*w, ids_dev, count, out);
     jev_cuda_check(be, cudaGetLastError(), "embed");
 }
 
@@ -377,31 +371,31 @@ void jev_cuda_vision_rope(struct jev_backend *be, float *qkv, const float *cos, 
     jev_cuda_check(be, cudaGetLastError(), "vision_rope");
 }
 
-/* x[r][c] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3 with t_k = table[idx[r][k]][c]: torch sums the 4 taps first. */
-__global__ static void vision_pos_add_kernel(const float *table, int32_t d, const int32_t *idx, const float *w,
+/* x[r][c] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3 with t_k = table[idx[r][k]][c] (dequantized from the stored
+ * form): torch sums the 4 taps first. */
+__global__ static void vision_pos_add_kernel(struct jev_matrix table, const int32_t *idx, const float *w,
                                              int64_t count, float *x) {
+    const int32_t d = table.cols;
     GRID_STRIDE(i, count) {
         int64_t r = i / d;
         int32_t c = (int32_t)(i - r * d);
         const int32_t *ir = idx + r * 4;
         const float *wr = w + r * 4;
-        float pe = table[(int64_t)ir[0] * d + c] * wr[0];
+        float pe = jev_cuda_wget(&table, ir[0], c) * wr[0];
         for (int k = 1; k < 4; k++)
-            pe += table[(int64_t)ir[k] * d + c] * wr[k];
+            pe += jev_cuda_wget(&table, ir[k], c) * wr[k];
         x[i] += pe;
     }
 }
 
 void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx,
                              const float *w, int64_t n, float *x) {
-    JEV_ASSERT(table->type == JEV_MTYPE_F32); /* matrix_mirror dequantizes every type */
     int64_t count = n * (int64_t)table->cols;
     if (count <= 0)
         return;
     jev_cuda_stage_reset(be);
     const int32_t *idx_dev = (const int32_t *)jev_cuda_stage(be, idx, (size_t)n * 4 * sizeof(int32_t));
     const float *w_dev = (const float *)jev_cuda_stage(be, w, (size_t)n * 4 * sizeof(float));
-    vision_pos_add_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>((const float *)table->data, table->cols,
-                                                                              idx_dev, w_dev, count, x);
+    vision_pos_add_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>(*table, idx_dev, w_dev, count, x);
     jev_cuda_check(be, cudaGetLastError(), "vision_pos_add");
 }

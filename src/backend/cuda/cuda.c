@@ -42,6 +42,7 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
     if (!be)
         return jev_fail(err, JEV_ERR_NOMEM, "cuda: cannot allocate the backend");
     be->device = device;
+    be->precision = JEV_PRECISION_EXACT; /* ops.h: every instance starts exact */
     be->first_error = cudaSuccess;
     struct cudaDeviceProp prop;
     if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess ||
@@ -56,7 +57,8 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
     cublasStatus_t bs = cublasCreate(&be->blas);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetStream(be->blas, be->stream);
-    /* exact mode: f32 FMA math, never TF32 tensor cores (DESIGN.md, Numerics) */
+    /* sgemm is f32 FMA math, never TF32 tensor cores (exact mode; fast mode's bf16 GemmEx uses tensor
+     * cores under this math mode, as cuBLAS does for 16-bit inputs) */
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetMathMode(be->blas, CUBLAS_DEFAULT_MATH);
     if (bs != CUBLAS_STATUS_SUCCESS) {
@@ -83,6 +85,8 @@ void jev_cuda_backend_free(struct jev_backend *be) {
         cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, be->stage);
     jev_cuda_free(be, be->work);
+    jev_cuda_free(be, be->dq);
+    jev_cuda_free(be, be->xh);
     free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
@@ -264,38 +268,23 @@ static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err
     return st;
 }
 
-/* Exact mode keeps every matrix as f32 on the device: cuBLAS sgemm reads it directly, and the
- * values are the CPU's dequantized ones bit for bit (tests/cuda/test-cuda-matmul.c). */
+/* Every matrix stays in its stored form on the device (4-bit weights 4-bit: the file's bytes), and the
+ * kernels dequantize as they read, to the CPU's values bit for bit (cuda-weights.cu,
+ * tests/cuda/test-cuda-matmul.c); the mirror also sizes the dequantization scratch, once per engine. */
 static enum jev_status cuda_matrix_mirror(struct jev_backend *be, const struct jev_matrix *host,
                                           struct jev_matrix *mirror, struct jev_error *err) {
-    memset(mirror, 0, sizeof *mirror);
-    size_t bytes = (size_t)host->rows * (size_t)host->cols * sizeof(float);
-    float *dst = jev_cuda_malloc(be, bytes);
-    if (!dst)
-        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: no room for %s (%d x %d f32, %zu bytes)", be->device,
-                        host->name ? host->name : "a matrix", host->rows, host->cols, bytes);
-    enum jev_status s = jev_cuda_dequantize_upload(be, host, dst, err);
-    if (s != JEV_OK) {
-        jev_cuda_free(be, dst);
-        return s;
-    }
-    mirror->type = JEV_MTYPE_F32;
-    mirror->rows = host->rows;
-    mirror->cols = host->cols;
-    mirror->data = dst;
-    mirror->name = host->name;
-    return JEV_OK;
+    return jev_cuda_matrix_upload(be, host, mirror, err);
 }
 
-static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) {
-    if (mirror->data) {
-        /* the mirror's data is this backend's own allocation (const only to the ops that read it) */
-        void *p;
-        memcpy(&p, &mirror->data, sizeof p);
-        cudaStreamSynchronize(be->stream);
-        jev_cuda_free(be, p);
-    }
-    memset(mirror, 0, sizeof *mirror);
+static void cuda_matrix_release(struct jev_backend *be, struct jev_matrix *mirror) { jev_cuda_matrix_free(be, mirror); }
+
+/* Both modes run here (cuda-matmul.cu); the mirror and the scratch serve both, so the engine may switch
+ * between forwards. */
+static enum jev_status cuda_set_precision(struct jev_backend *be, enum jev_precision p, struct jev_error *err) {
+    if (p != JEV_PRECISION_EXACT && p != JEV_PRECISION_FAST)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "cuda: precision %d is not a mode", (int)p);
+    be->precision = p;
+    return JEV_OK;
 }
 
 const struct jev_ops jev_cuda_ops = {
@@ -311,6 +300,7 @@ const struct jev_ops jev_cuda_ops = {
     .matrix_release = cuda_matrix_release,
     .status = cuda_status,
     .memory = cuda_memory,
+    .set_precision = cuda_set_precision,
     .matmul = jev_cuda_matmul,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
