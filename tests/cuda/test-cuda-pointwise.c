@@ -362,9 +362,14 @@ static void test_embed(void **state) {
         const struct mcase *mc = &cases[c];
         struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
         struct jev_matrix m = ct_mirror(&a.m);
-        assert_int_equal(m.type, JEV_MTYPE_F32);
+        /* the mirror keeps the stored form (4-bit stays 4-bit); embed dequantizes as it reads */
+        assert_int_equal(m.type, mc->type);
         assert_int_equal(m.rows, mc->rows);
         assert_int_equal(m.cols, mc->cols);
+        if (mc->type == JEV_MTYPE_QAFFINE) {
+            assert_int_equal(m.bits, mc->bits);
+            assert_int_equal(m.group, mc->group);
+        }
         /* unsorted, repeated, first and last row; then one row */
         int32_t ids[6] = {mc->rows - 1, 0, 2, 2, mc->rows / 2, 7};
         const int64_t counts[2] = {6, 1};

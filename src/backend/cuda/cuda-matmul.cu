@@ -2,7 +2,13 @@
  * cuda-matmul.cu - the CUDA matrix products over the weights in their stored form (cuda-weights.cu).
  *
  * - jev_cuda_matmul: y[n][rows] = x[n][cols] . W^T.
- *   Exact mode: an f32 matrix is multiplied where it is; any other type is dequantized into the
+ *   Few tokens (n <= JEV_CUDA_DIRECT_MAX_N: decode steps), any non-f32 matrix, both modes: one warp
+ *   per output row reads the row in its stored form, dequantizes each value as the CPU does (s * q + b,
+ *   no contraction) and dots it with every token in f32 (rows_dot_kernel). The product is then
+ *   memory-bound on the stored bytes (0.46 GB a token for the 0.8B model's 4-bit weights, against
+ *   3.4 GB of f32 written and read again through the scratch); its sums are ordered otherwise than
+ *   cuBLAS's (NMSE <= 1e-7 against the CPU, tests/cuda/test-cuda-matmul.c).
+ *   More tokens, exact mode: an f32 matrix is multiplied where it is; any other type is dequantized into the
  *   backend's scratch (dq) as f32 rows (the CPU's values bit for bit), in row chunks of at most
  *   JEV_CUDA_DQ_CAP, each chunk one cuBLAS sgemm (sgemv for one token) with the default math mode
  *   (no TF32): plain f32 FMAs, only the order of the sums differs from the CPU
@@ -32,7 +38,7 @@
 #include <stdint.h>
 
 #define GATHER_BYTES ((size_t)64 << 20) /* matmul_rows: gathered rows per sgemm chunk */
-#define ROWS_DIRECT_MAX_N 4             /* matmul_rows: tokens up to which rows are read in place */
+#define ROWS_DIRECT_MAX_N JEV_CUDA_DIRECT_MAX_N /* tokens up to which rows are read in place */
 
 /* ---- cuBLAS ---- */
 
@@ -71,6 +77,10 @@ static int64_t chunk_rows(const struct jev_backend *be, const struct jev_matrix 
     return jev_cuda_chunk_rows(be->dq_bytes, elem, w->rows, w->cols);
 }
 
+/* The few-token product that reads rows in place (below, with matmul_rows's). */
+static void rows_dot(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int32_t n_rows,
+                     const float *x, int64_t n, float *y, const char *where);
+
 /* The fast product: x rounded to bf16 once, then per chunk of weight rows one bf16 GEMM. */
 static void matmul_fast(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
     const int64_t rows = w->rows, cols = w->cols;
@@ -106,6 +116,10 @@ static void matmul_fast(struct jev_backend *be, const struct jev_matrix *w, cons
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
     if (n <= 0 || w->rows <= 0)
         return;
+    if (n <= ROWS_DIRECT_MAX_N && w->type != JEV_MTYPE_F32) { /* decode: the stored bytes, once */
+        rows_dot(be, w, NULL, w->rows, x, n, y, "matmul (few tokens, in place)");
+        return;
+    }
     if (be->precision == JEV_PRECISION_FAST) {
         matmul_fast(be, w, x, n, y);
         return;
@@ -127,26 +141,51 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
     }
 }
 
-/* ---- matmul_rows ---- */
+/* ---- rows read in place; matmul_rows ---- */
 
 /*
- * Few tokens: one warp per candidate row j computes y[t][j] = W[ids[j]] . x[t] for every t < n
- * (n <= ROWS_DIRECT_MAX_N), lanes striding the columns, then a shuffle reduction.
+ * Few tokens: one warp per output row j computes y[t][j] = W[r] . x[t] for every t < n
+ * (n <= ROWS_DIRECT_MAX_N), r = ids[j] (the LM head's candidate rows) or j (ids NULL: a whole
+ * matrix), then a shuffle reduction. WORDS: an affine matrix whose codes fill whole u32 words and
+ * whose groups hold whole words (4- and 8-bit with the usual groups): each lane takes one word at a
+ * time, so a warp reads 128 consecutive bytes of codes and one scale and bias per word; otherwise
+ * lanes stride single columns through jev_cuda_wget. The values are the CPU's (s * q + b, each
+ * rounded once); only the order of the dot product's sums is the kernel's own.
  */
-static __global__ void rows_direct_kernel(struct jev_matrix w, const int32_t *__restrict__ ids, int32_t n_rows,
-                                          const float *__restrict__ x, int32_t n, float *__restrict__ y) {
+template <bool WORDS>
+static __global__ void rows_dot_kernel(struct jev_matrix w, const int32_t *__restrict__ ids, int32_t n_rows,
+                                       const float *__restrict__ x, int32_t n, float *__restrict__ y) {
     int64_t j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
     if (j >= n_rows)
         return;
-    const int64_t cols = w.cols, r = ids[j];
+    const int64_t cols = w.cols, r = ids ? ids[j] : j;
     float acc[ROWS_DIRECT_MAX_N] = {0.0f};
-    for (int64_t c = lane; c < cols; c += 32) {
-        float wv = jev_cuda_wget(&w, r, c);
+    if (WORDS) {
+        const int bits = w.bits, per = 32 / bits;
+        const uint32_t mask = (1u << bits) - 1u;
+        const int64_t words = cols / per, groups = cols / w.group;
+        const uint32_t *row = (const uint32_t *)w.data + r * words;
+        for (int64_t wi = lane; wi < words; wi += 32) {
+            const uint32_t v = row[wi];
+            const int64_t c0 = wi * per, g = r * groups + c0 / w.group;
+            const float sc = jev_cuda_wscale(w.stype, w.scales, g), bi = jev_cuda_wscale(w.stype, w.biases, g);
+            for (int k = 0; k < per; k++) {
+                const float wv = JEV_CUDA_ADD_RN(JEV_CUDA_MUL_RN(sc, (float)((v >> (k * bits)) & mask)), bi);
 #pragma unroll
-        for (int t = 0; t < ROWS_DIRECT_MAX_N; t++)
-            if (t < n)
-                acc[t] += wv * x[t * cols + c];
+                for (int t = 0; t < ROWS_DIRECT_MAX_N; t++)
+                    if (t < n)
+                        acc[t] += wv * x[t * cols + c0 + k];
+            }
+        }
+    } else {
+        for (int64_t c = lane; c < cols; c += 32) {
+            float wv = jev_cuda_wget(&w, r, c);
+#pragma unroll
+            for (int t = 0; t < ROWS_DIRECT_MAX_N; t++)
+                if (t < n)
+                    acc[t] += wv * x[t * cols + c];
+        }
     }
 #pragma unroll
     for (int t = 0; t < ROWS_DIRECT_MAX_N; t++) {
@@ -156,6 +195,28 @@ static __global__ void rows_direct_kernel(struct jev_matrix w, const int32_t *__
         if (t < n && lane == 0)
             y[t * (int64_t)n_rows + j] = a;
     }
+}
+
+/* Whether an affine matrix's codes fill whole words and its groups hold whole words (rows_dot_kernel's
+ * WORDS form). */
+static bool words_form(const struct jev_matrix *w) {
+    if (w->type != JEV_MTYPE_QAFFINE || w->bits <= 0 || 32 % w->bits != 0)
+        return false;
+    const int per = 32 / w->bits;
+    return w->group % per == 0 && w->cols % per == 0;
+}
+
+/* y[t][j] for t < n <= ROWS_DIRECT_MAX_N, j < n_rows: rows ids[j] of w (ids device memory, or NULL for
+ * rows 0 .. n_rows - 1) dotted with x[t], in place. */
+static void rows_dot(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int32_t n_rows,
+                     const float *x, int64_t n, float *y, const char *where) {
+    int64_t threads = (int64_t)n_rows * 32;
+    unsigned blocks = (unsigned)((threads + 255) / 256);
+    if (words_form(w))
+        rows_dot_kernel<true><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
+    else
+        rows_dot_kernel<false><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
+    jev_cuda_check(be, cudaGetLastError(), where);
 }
 
 /* dst[q][:] = w[ids[q]][:] dequantized to f32, for q < nr: one block per gathered row. */
@@ -175,10 +236,7 @@ void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
     jev_cuda_stage_reset(be);
     const int32_t *ids = (const int32_t *)jev_cuda_stage(be, row_ids, (size_t)n_rows * sizeof(int32_t));
     if (n <= ROWS_DIRECT_MAX_N) {
-        int64_t threads = (int64_t)n_rows * 32;
-        unsigned blocks = (unsigned)((threads + 255) / 256);
-        rows_direct_kernel<<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
-        jev_cuda_check(be, cudaGetLastError(), "matmul_rows (direct)");
+        rows_dot(be, w, ids, n_rows, x, n, y, "matmul_rows (direct)");
         return;
     }
     int64_t chunk = (int64_t)(GATHER_BYTES / sizeof(float)) / (cols > 0 ? cols : 1);

@@ -41,6 +41,11 @@ extern "C" {
  * tied embedding / LM head, 1 GB as f32 rows) is multiplied in row chunks of this size. */
 #define JEV_CUDA_DQ_CAP ((size_t)64 << 20)
 
+/* Products of at most this many tokens (decode steps, a few answer rows) read a non-f32 matrix in
+ * place, one warp per output row, in f32 in both modes (cuda-matmul.cu): the weights stream once in
+ * their stored form; dequantizing them into the scratch first would move 8x the bytes of 4-bit codes. */
+#define JEV_CUDA_DIRECT_MAX_N 4
+
 struct jev_backend;
 
 /* Rows [r0, r0 + nr) of device matrix w dequantized into out ([nr][cols], device): f32 values equal to
