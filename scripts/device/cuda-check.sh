@@ -26,7 +26,9 @@
 # MEM_LIMIT (1.5e9: the largest peak device memory, bytes, a bench record may show), FAST_TOL (0.1:
 # the largest exact-vs-fast probability difference of the 8 questions; a guard against a wrong
 # product, not fast's accuracy, which the fast step prints and the record keeps), FAST_VERIFY_TOL
-# (1e-2: jev verify's log-probability tolerance in fast mode, where both of its sides round to bf16).
+# (0.1: jev verify's log-probability tolerance in fast mode, where both of its sides round to bf16
+# with their own batch shapes; measured 0.031 on the H200 in run 6 (the first guess, 1e-2, was below
+# bf16's own noise); like FAST_TOL a guard against a wrong product, the measured value is printed).
 # Exit status: every step runs, even after one fails; the script exits 1 when any step failed
 # (a parity test, a sanitizer report, a disagreement, a failed command), naming it in log.txt,
 # else 0. tests/test-plumbing.c runs the steps that need no GPU on planted binaries.
@@ -224,7 +226,7 @@ if not worst <= tol:
     sys.exit(1)
 PY
     tee -a "$OUT/log.txt" < "$OUT/fast.txt"
-    "$JEV" verify --model "$MODEL" --backend cuda --precision fast --tolerance "${FAST_VERIFY_TOL:-1e-2}" \
+    "$JEV" verify --model "$MODEL" --backend cuda --precision fast --tolerance "${FAST_VERIFY_TOL:-0.1}" \
         --output "$WORK/verify-fast.json" > "$WORK/verify-fast.txt" 2>&1 || rc=1
     tail -2 "$WORK/verify-fast.txt" | tee -a "$OUT/fast.txt" | tee -a "$OUT/log.txt"
     # shellcheck disable=SC2086 # COUNTS is a list of words
