@@ -48,6 +48,59 @@ static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
     return JEV_OK;
 }
 
+/* ---- K/V pages: groups that fit ---- */
+
+static int32_t pages_of(int64_t tokens) { return (int32_t)((tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE); }
+
+/* K/V pages question i's fork (and in text mode its trie's forks) take at most. */
+static int32_t question_pages(const struct dc_req *q, int32_t i) {
+    const struct dc_question *dq = &q->qs[i];
+    if (!dq->has_trie)
+        return pages_of(dq->suffix.n);
+    int32_t depth = 0;
+    for (int32_t n = 0; n < dq->trie.n_nodes; n++)
+        depth = dq->trie.nodes[n].depth > depth ? dq->trie.nodes[n].depth : depth;
+    return (1 + dq->forks) * pages_of((int64_t)dq->suffix.n + depth);
+}
+
+/* The most pages a batch of B questions holds at once: the prefix and the largest batch's forks. */
+static int32_t batch_pages(const struct dc_req *q, int32_t B) {
+    int32_t most = 0;
+    for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
+        int32_t need = 0;
+        for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++)
+            need += question_pages(q, i);
+        most = need > most ? need : most;
+    }
+    return pages_of(q->prefix.n) + most;
+}
+
+/*
+ * The batch size that fits the K/V pages this request can have: the free ones and those of the kept
+ * prefixes (given back when needed). Questions whose forks do not fit together run in smaller
+ * batches; a request that does not fit one question at a time is refused with JEV_ERR_NOMEM (413),
+ * naming its need and the budget. Pages held by anyone else (another user of the engine) are not
+ * the request's to take.
+ */
+enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B) {
+    const struct jev_state *st = &q->d->engine->state;
+    if (st->n_full == 0)
+        return JEV_OK;
+    int32_t budget = st->n_free;
+    for (int32_t i = 0; i < DC_KEPT_MAX; i++)
+        if (q->d->kept[i].seq)
+            budget += q->d->kept[i].seq->n_pages;
+    while (*B > 1 && batch_pages(q, *B) > budget)
+        (*B)--;
+    int32_t need = batch_pages(q, *B);
+    if (need > budget)
+        return jev_fail(q->err, JEV_ERR_NOMEM,
+                        "decide: the request needs %d K/V tokens at once (its prefix of %d tokens and its largest "
+                        "question), beyond the %d this engine can give it (%d free or kept pages of %d tokens)",
+                        need * JEV_KV_PAGE, (int)q->prefix.n, budget * JEV_KV_PAGE, budget, JEV_KV_PAGE);
+    return JEV_OK;
+}
+
 /* ---- the kept prefix (reuse_prefix) ---- */
 
 /* The digest of everything the prefix's state depends on besides the model: its ids (the image
@@ -109,6 +162,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     struct jev_decide_stats *st = &q->res->stats;
     struct jev_decider *d = q->d;
     int32_t B = dc_batch_size(q), most = 1;
+    JEV_TRY(dc_fit_batch(q, &B));
     JEV_TRY(check_slots(q, B, &most));
 
     /* the prefix, once: a kept one when it is this request's, else a prefill (then kept) */

@@ -70,8 +70,9 @@ struct jev_decider {
     int32_t max_patches;              /* vision capacity (patches of one image) */
     int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
-    double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
-    bool reuse_prefix;                /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
+    _Atomic double timeout_ms;        /* jev_decide_json's per-request time limit (jev_decider_set_timeout); atomic: a
+                                       * server's scheduler reads it while the embedding program may set it */
+    atomic_bool reuse_prefix;         /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
     struct dc_kept kept[DC_KEPT_MAX]; /* recent shared prefixes (kept.c) */
     struct dc_kept_image kept_image[DC_KEPT_MAX]; /* recent images' embeddings (kept.c) */
     uint64_t kept_clock;                          /* ticks once per use of an entry */
@@ -211,6 +212,9 @@ enum jev_status dc_prepare_tokens(struct dc_req *q);
 /* The shared path's batch: all questions, or p.batch; text mode at most DC_TEXT_ROWS_MAX (each
  * suffix needs a full-vocabulary logits row). */
 int32_t dc_batch_size(const struct dc_req *q);
+/* Lowers *B (the shared path's batch) until its K/V pages fit what the request can have; JEV_ERR_NOMEM
+ * (413) naming the need and the budget when one question at a time does not fit (path-shared.c). */
+enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B);
 /* Sizes and allocates the scratch buffers for the chosen path. */
 enum jev_status dc_prepare_scratch(struct dc_req *q);
 /* Frees everything the context holds (sequences included). */

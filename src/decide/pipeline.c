@@ -128,7 +128,7 @@ static enum jev_status decider_new(struct jev_model *model, struct jev_engine *e
         return jev_fail(err, JEV_ERR_NOMEM, "decider: out of memory");
     d->model = model;
     d->engine = engine;
-    d->reuse_prefix = true;
+    atomic_store(&d->reuse_prefix, true);
     d->frame = jev_prompt_frame_default();
     d->image_max_side = dp.image_max_side == 0 ? 768 : dp.image_max_side;
     char path[4096];
@@ -426,8 +426,8 @@ struct jev_engine *jev_decider_engine(const struct jev_decider *d) {
 
 struct jev_decide_params jev_decider_request_params(const struct jev_decider *d) {
     struct jev_decide_params p = jev_decide_default_params();
-    p.timeout_ms = d->timeout_ms;
-    p.reuse_prefix = d->reuse_prefix;
+    p.timeout_ms = atomic_load(&d->timeout_ms);
+    p.reuse_prefix = atomic_load(&d->reuse_prefix);
     return p;
 }
 
