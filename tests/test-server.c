@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "jev.h"           // defines: jev_model_load, jev_decide_json
+#include "model/engine.h"  // defines: struct jev_engine (its sequence state, to hold K/V pages)
 #include "server/server.h" // defines: jev_server_start, jev_server_stop, jev_server_lock
 #include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_start
 #include "tiny-model.h"    // defines: tiny_model_write, tiny_test_dir
@@ -630,6 +631,7 @@ static void test_full_queue_is_429(void **state) {
     (void)state;
     struct jev_server_params p = params();
     p.max_queue = 0; /* one decision at a time, nobody waits */
+    p.max_running = 1;
     p.http_threads = 2;
     struct jev_server *s = start(&p);
     int32_t port = jev_server_port(s), http_status = 0;
@@ -759,6 +761,45 @@ static void test_time_limit_is_504(void **state) {
     jev_server_stop(s);
 }
 
+/* K/V pages held by someone else (the embedding program, between steps) leave a request less than one
+ * question needs: 413 request_too_large_error naming its need and the budget, not a 400 from deep in
+ * the state; once they are given back the same request is answered. */
+static void test_kv_budget_is_413(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    struct jev_error err = {0};
+    jev_server_lock(s);
+    jev_decider_set_prefix_reuse(decider, false); /* no kept prefix: every page is free or held below */
+    jev_decider_set_prefix_reuse(decider, true);
+    struct jev_state *st = &engine->state;
+    struct jev_seq *held[8] = {0};
+    int n_held = 0;
+    while (st->n_free > 1 && n_held < 8) { /* all pages but one, a sequence's worth at a time */
+        int32_t pages = st->n_free - 1 < st->max_pages ? st->n_free - 1 : st->max_pages;
+        assert_int_equal(jev_seq_new(st, &held[n_held], &err), JEV_OK);
+        assert_int_equal(jev_seq_reserve(held[n_held], pages * JEV_KV_PAGE, &err), JEV_OK);
+        n_held++;
+    }
+    assert_int_equal(st->n_free, 1);
+    jev_server_unlock(s);
+    struct reply r = post(port, "/v1/systemone", so_body);
+    jev_server_lock(s);
+    for (int i = 0; i < n_held; i++)
+        jev_seq_free(held[i]);
+    jev_server_unlock(s);
+    struct reply ok = post(port, "/v1/systemone", so_body);
+    jev_server_stop(s);
+    printf("%ld %s\n", r.status, r.body ? r.body : "");
+    check_error(&r, 413, "request_too_large_error");
+    assert_non_null(strstr(r.body, "K/V tokens at once"));
+    assert_non_null(strstr(r.body, "beyond the 64 this engine can give it"));
+    assert_int_equal(ok.status, 200);
+    free(r.body);
+    free(ok.body);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decisions_match_the_decide_layer),
@@ -773,6 +814,7 @@ int main(void) {
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_idle_connection_is_closed),
         cmocka_unit_test(test_time_limit_is_504),
+        cmocka_unit_test(test_kv_budget_is_413),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
