@@ -20,6 +20,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -36,6 +37,7 @@
 
 #include "jev.h"           // defines: jev_model_load, jev_decide_json
 #include "model/engine.h"  // defines: struct jev_engine (its sequence state, to hold K/V pages)
+#include "answer-diff.h"   // defines: answer_diff
 #include "server/server.h" // defines: jev_server_start, jev_server_stop, jev_server_lock
 #include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_start
 #include "tiny-model.h"    // defines: tiny_model_write, tiny_test_dir
@@ -577,7 +579,8 @@ struct client {
     int idx;             /* which client: starts the alternation of shapes */
     const char *want_so; /* expected bodies */
     const char *want_oa;
-    int ok; /* requests answered exactly as expected */
+    int ok;       /* requests answered as expected */
+    double worst; /* the largest difference of a probability from the request's answer alone */
 };
 
 static void *client_main(void *u) {
@@ -585,8 +588,12 @@ static void *client_main(void *u) {
     for (int i = 0; i < 3; i++) {
         bool so = (i + c->idx) % 2 == 0;
         struct reply r = post(c->port, so ? "/v1/systemone" : "/v1/decisions", so ? so_body : oa_body);
-        if (r.curl_ok && r.status == 200 && r.body && !strcmp(r.body, so ? c->want_so : c->want_oa))
+        /* in company the batch's matrix products see more rows: the same answers within 1e-6 (the
+         * scheduler's contract, docs/server.md), the same keys, choices and usage */
+        double d = r.curl_ok && r.status == 200 ? answer_diff(r.body, so ? c->want_so : c->want_oa) : -1;
+        if (d >= 0 && d <= 1e-6)
             c->ok++;
+        c->worst = d > c->worst ? d : c->worst;
         free(r.body);
     }
     return NULL;
@@ -606,10 +613,13 @@ static void test_concurrent_clients(void **state) {
         cl[i] = (struct client){.port = jev_server_port(s), .idx = i, .want_so = want_so, .want_oa = want_oa};
         assert_int_equal(pthread_create(&th[i], NULL, client_main, &cl[i]), 0);
     }
+    double worst = 0;
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(cl[i].ok, 3);
+        worst = fmax(worst, cl[i].worst);
     }
+    printf("4 clients at once: max |dp| from the answers alone %.3g\n", worst);
     assert_int_equal(jev_server_queued(s), 0);
     jev_free(want_so);
     jev_free(want_oa);

@@ -63,8 +63,7 @@ static int32_t question_pages(const struct dc_req *q, int32_t i) {
     return (1 + dq->forks) * pages_of((int64_t)dq->suffix.n + depth);
 }
 
-/* The most pages a batch of B questions holds at once: the prefix and the largest batch's forks. */
-static int32_t batch_pages(const struct dc_req *q, int32_t B) {
+int32_t dc_batch_pages(const struct dc_req *q, int32_t B) {
     int32_t most = 0;
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
         int32_t need = 0;
@@ -75,24 +74,29 @@ static int32_t batch_pages(const struct dc_req *q, int32_t B) {
     return pages_of(q->prefix.n) + most;
 }
 
-/*
- * The batch size that fits the K/V pages this request can have: the free ones and those of the kept
- * prefixes (given back when needed). Questions whose forks do not fit together run in smaller
- * batches; a request that does not fit one question at a time is refused with JEV_ERR_NOMEM (413),
- * naming its need and the budget. Pages held by anyone else (another user of the engine) are not
- * the request's to take.
- */
-enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B) {
+/* The pages this request can have: the free ones and those of the kept prefixes (given back when
+ * needed). Pages held by anyone else (another user of the engine) are not the request's to take. */
+int32_t dc_page_budget(const struct dc_req *q) {
     const struct jev_state *st = &q->d->engine->state;
-    if (st->n_full == 0)
-        return JEV_OK;
     int32_t budget = st->n_free;
     for (int32_t i = 0; i < DC_KEPT_MAX; i++)
         if (q->d->kept[i].seq)
             budget += q->d->kept[i].seq->n_pages;
-    while (*B > 1 && batch_pages(q, *B) > budget)
+    return budget;
+}
+
+/*
+ * The batch size that fits budget pages: questions whose forks do not fit together run in smaller
+ * batches; a request that does not fit one question at a time is refused with JEV_ERR_NOMEM (413),
+ * naming its need and the budget.
+ */
+enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B, int32_t budget) {
+    const struct jev_state *st = &q->d->engine->state;
+    if (st->n_full == 0)
+        return JEV_OK;
+    while (*B > 1 && dc_batch_pages(q, *B) > budget)
         (*B)--;
-    int32_t need = batch_pages(q, *B);
+    int32_t need = dc_batch_pages(q, *B);
     if (need > budget)
         return jev_fail(q->err, JEV_ERR_NOMEM,
                         "decide: the request needs %d K/V tokens at once (its prefix of %d tokens and its largest "
@@ -105,7 +109,7 @@ enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B) {
 
 /* The digest of everything the prefix's state depends on besides the model: its ids (the image
  * pads' count among them) and the image's bytes (the decider's resize bound is fixed). */
-static void prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
+void dc_prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
     size_t n = q->prefix.n * sizeof(int32_t), m = n + JEV_SHA256_HEX + 1;
     unsigned char *buf = malloc(m);
     if (!buf) {
@@ -121,7 +125,7 @@ static void prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
 
 /* Whether this request may keep or reuse its prefix: asked for, and an image (if any) with bytes
  * that were digested (a path image is read by the decoder: nothing to compare). */
-static bool keyable(const struct dc_req *q) { return q->p.reuse_prefix && (!q->has_image || q->image_key[0]); }
+bool dc_keyable(const struct dc_req *q) { return q->p.reuse_prefix && (!q->has_image || q->image_key[0]); }
 
 /* The prefix forward (image pads filled from the tower), into a new sequence. */
 static enum jev_status prefill(struct dc_req *q, struct jev_seq **out) {
@@ -162,13 +166,13 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     struct jev_decide_stats *st = &q->res->stats;
     struct jev_decider *d = q->d;
     int32_t B = dc_batch_size(q), most = 1;
-    JEV_TRY(dc_fit_batch(q, &B));
+    JEV_TRY(dc_fit_batch(q, &B, dc_page_budget(q)));
     JEV_TRY(check_slots(q, B, &most));
 
     /* the prefix, once: a kept one when it is this request's, else a prefill (then kept) */
     char key[JEV_SHA256_HEX] = "";
-    if (keyable(q))
-        prefix_key(q, key);
+    if (dc_keyable(q))
+        dc_prefix_key(q, key);
     int32_t hit = key[0] ? dc_kept_find(d, key) : -1;
     struct jev_seq *prefix = hit >= 0 ? d->kept[hit].seq : NULL;
     /* room for this request's sequences beside the other kept prefixes: the least recent go back */

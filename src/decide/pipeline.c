@@ -261,6 +261,20 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->t_begin = jev_now_ms();
 }
 
+enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                         struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
+    memset(out, 0, sizeof *out);
+    req_init(q, d, r, p, out, err);
+    if (!d->engine)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "decide: this decider has no engine (a planner: it plans, runs nothing)");
+    JEV_TRY(check_params(d, r, &q->p, err));
+    JEV_TRY(jev_answers_init(&out->answers, r, err));
+    enum jev_status s = prepare(q, true, true);
+    dc_track(q);
+    return s;
+}
+
 /*
  * The counters are differences of the engine's own counts around the call
  * (the LM counts forwards, tokens and head rows where they run; the tower

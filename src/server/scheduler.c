@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/log.h"      // defines: jev_log
 #include "base/timing.h"   // defines: jev_now_ms
@@ -163,8 +164,21 @@ static void *sched_main(void *arg) {
         pthread_mutex_lock(&s->engine_lock);
         bool ran = jev_batcher_step(b, &st);
         pthread_mutex_unlock(&s->engine_lock);
-        if (ran)
+        if (ran) {
             metrics_step(&s->metrics, &st);
+        } else { /* work that cannot go on now (what it needs is held elsewhere): not a busy loop */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 10 * 1000 * 1000;
+            if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+            }
+            pthread_mutex_lock(&s->qlock);
+            if (!s->stop)
+                pthread_cond_timedwait(&s->qcond, &s->qlock, &ts);
+            pthread_mutex_unlock(&s->qlock);
+        }
         void *user = NULL;
         enum jev_status status;
         struct jev_decide_result res;
