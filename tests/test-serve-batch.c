@@ -69,7 +69,7 @@ static char *request(int n, int k, int reps, int salt, const char *image) {
         } else if ((i + salt) % 3 == 1) {
             json_t *crit = json_object();
             for (int c = 0; c < k; c++) {
-                char key[16];
+                char key[24];
                 snprintf(key, sizeof key, "option%d", c);
                 json_object_set_new(crit, key, c % 2 ? json_string("a described option") : json_null());
             }

@@ -190,7 +190,8 @@ struct http_loop_params {
 
 struct http_loop;
 
-/* Binds, listens and starts the threads. 0, or an errno value with why[] naming the step. */
+/* Binds, listens and starts the threads; *out is set before the first thread starts (a handler may
+ * read it). 0, or an errno value with why[] naming the step (*out NULL). */
 int http_loop_start(const struct http_loop_params *p, struct http_loop **out, char *why, size_t why_size);
 
 /* The port bound. */

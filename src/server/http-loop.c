@@ -799,6 +799,10 @@ int http_loop_start(const struct http_loop_params *p, struct http_loop **out, ch
         errno = ENOMEM;
         e = fail_errno(why, why_size, "threads");
     }
+    /* the caller's pointer is set before any thread starts: a handler may read it (the server's
+     * /metrics asks the loop for its connections) from the first request on */
+    if (!e)
+        *out = l;
     for (int32_t i = 0; !e && i < l->p.threads; i++) {
         struct http_worker *w = &l->workers[i];
         w->loop = l;
@@ -829,9 +833,9 @@ int http_loop_start(const struct http_loop_params *p, struct http_loop **out, ch
     }
     if (e) {
         loop_free(l);
+        *out = NULL;
         return e;
     }
-    *out = l;
     return 0;
 }
 
