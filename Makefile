@@ -7,6 +7,7 @@
 #   make install    the CLI, libjev (.a and .so), jev.h and jev.pc under PREFIX (DESTDIR for staging)
 #   make test       setup check, build, run the whole suite (tests/run.sh)
 #   make test-asan  the same suite under AddressSanitizer + UBSan (build-asan/)
+#   make test-tsan  the server's and the scheduler's tests under ThreadSanitizer (build-tsan/)
 #   make run        the README's main job
 #   make fuzz       libFuzzer targets (clang), each run briefly
 #   make $(BUILD)/bench/NAME   a benchmark program from bench/NAME.c
@@ -61,7 +62,7 @@ TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan run setup fuzz clean format bench cuda-tests cuda-build install
+.PHONY: all test test-asan test-tsan run setup fuzz clean format bench cuda-tests cuda-build install
 all: $(BUILD)/jev $(BUILD)/libjev.so $(TEST_BIN)
 
 # setup (scripts/setup.sh: packages, the stand-in tokenizer, the SDK) comes before anything is
@@ -150,6 +151,18 @@ test-asan: | $(SETUP)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  JEV_TEST_QUICK=1 bash tests/run.sh build-asan
 
+# The server's and the scheduler's tests (the HTTP threads, the scheduler thread, the shared batch, the
+# drain, `jev serve` through the binary) under ThreadSanitizer. A report makes the process that has it
+# exit 66 (a test binary, or the jev serve child its test then finds exited unclean): zero reports
+# or the run fails. tests/tsan.supp says why each suppression is benign.
+TSAN_TESTS := test-server test-http test-serve-cli test-serve-ops test-serve-batch test-device-fault
+test-tsan: | $(SETUP)
+	@rm -f $(addprefix build-tsan/tests/,$(filter-out $(TSAN_TESTS),$(notdir $(TEST_BIN))))
+	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 BUILD=build-tsan OPT=-O1 \
+	  SANITIZE="-fsanitize=thread -fno-omit-frame-pointer" build-tsan/jev $(TSAN_TESTS:%=build-tsan/tests/%)
+	@TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
+	  JEV_TEST_QUICK=1 bash tests/run.sh build-tsan
+
 run: all | $(SETUP)
 	@bash scripts/main-job.sh $(BUILD)
 
@@ -165,7 +178,7 @@ format:
 	clang-format -i $(LIB_SRC) $(COMMON_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src common include -name '*.h')
 
 clean:
-	rm -rf build build-asan build-fuzz build-portable build-cuda build-portable-cuda
+	rm -rf build build-asan build-tsan build-fuzz build-portable build-cuda build-portable-cuda
 
 # Header dependencies of every object (a stale object built against an older struct layout calls
 # the wrong function pointers: the CUDA parity tests and bench programs are objects too).

@@ -20,6 +20,7 @@
 
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -35,6 +36,8 @@
 #include <unistd.h>
 
 #include "jev.h"           // defines: jev_model_load, jev_decide_json
+#include "model/engine.h"  // defines: struct jev_engine (its sequence state, to hold K/V pages)
+#include "answer-diff.h"   // defines: answer_diff
 #include "server/server.h" // defines: jev_server_start, jev_server_stop, jev_server_lock
 #include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_start
 #include "tiny-model.h"    // defines: tiny_model_write, tiny_test_dir
@@ -581,7 +584,8 @@ struct client {
     int idx;             /* which client: starts the alternation of shapes */
     const char *want_so; /* expected bodies */
     const char *want_oa;
-    int ok; /* requests answered exactly as expected */
+    int ok;       /* requests answered as expected */
+    double worst; /* the largest difference of a probability from the request's answer alone */
 };
 
 static void *client_main(void *u) {
@@ -589,8 +593,12 @@ static void *client_main(void *u) {
     for (int i = 0; i < 3; i++) {
         bool so = (i + c->idx) % 2 == 0;
         struct reply r = post(c->port, so ? "/v1/systemone" : "/v1/decisions", so ? so_body : oa_body);
-        if (r.curl_ok && r.status == 200 && r.body && !strcmp(r.body, so ? c->want_so : c->want_oa))
+        /* in company the batch's matrix products see more rows: the same answers within 1e-6 (the
+         * scheduler's contract, docs/server.md), the same keys, choices and usage */
+        double d = r.curl_ok && r.status == 200 ? answer_diff(r.body, so ? c->want_so : c->want_oa) : -1;
+        if (d >= 0 && d <= 1e-6)
             c->ok++;
+        c->worst = d > c->worst ? d : c->worst;
         free(r.body);
     }
     return NULL;
@@ -610,10 +618,13 @@ static void test_concurrent_clients(void **state) {
         cl[i] = (struct client){.port = jev_server_port(s), .idx = i, .want_so = want_so, .want_oa = want_oa};
         assert_int_equal(pthread_create(&th[i], NULL, client_main, &cl[i]), 0);
     }
+    double worst = 0;
     for (int i = 0; i < 4; i++) {
         pthread_join(th[i], NULL);
         assert_int_equal(cl[i].ok, 3);
+        worst = fmax(worst, cl[i].worst);
     }
+    printf("4 clients at once: max |dp| from the answers alone %.3g\n", worst);
     assert_int_equal(jev_server_queued(s), 0);
     jev_free(want_so);
     jev_free(want_oa);
@@ -635,6 +646,7 @@ static void test_full_queue_is_429(void **state) {
     (void)state;
     struct jev_server_params p = params();
     p.max_queue = 0; /* one decision at a time, nobody waits */
+    p.max_running = 1;
     p.http_threads = 2;
     struct jev_server *s = start(&p);
     int32_t port = jev_server_port(s), http_status = 0;
@@ -764,6 +776,45 @@ static void test_time_limit_is_504(void **state) {
     jev_server_stop(s);
 }
 
+/* K/V pages held by someone else (the embedding program, between steps) leave a request less than one
+ * question needs: 413 request_too_large_error naming its need and the budget, not a 400 from deep in
+ * the state; once they are given back the same request is answered. */
+static void test_kv_budget_is_413(void **state) {
+    (void)state;
+    struct jev_server_params p = params();
+    struct jev_server *s = start(&p);
+    int32_t port = jev_server_port(s);
+    struct jev_error err = {0};
+    jev_server_lock(s);
+    jev_decider_set_prefix_reuse(decider, false); /* no kept prefix: every page is free or held below */
+    jev_decider_set_prefix_reuse(decider, true);
+    struct jev_state *st = &engine->state;
+    struct jev_seq *held[8] = {0};
+    int n_held = 0;
+    while (st->n_free > 1 && n_held < 8) { /* all pages but one, a sequence's worth at a time */
+        int32_t pages = st->n_free - 1 < st->max_pages ? st->n_free - 1 : st->max_pages;
+        assert_int_equal(jev_seq_new(st, &held[n_held], &err), JEV_OK);
+        assert_int_equal(jev_seq_reserve(held[n_held], pages * JEV_KV_PAGE, &err), JEV_OK);
+        n_held++;
+    }
+    assert_int_equal(st->n_free, 1);
+    jev_server_unlock(s);
+    struct reply r = post(port, "/v1/systemone", so_body);
+    jev_server_lock(s);
+    for (int i = 0; i < n_held; i++)
+        jev_seq_free(held[i]);
+    jev_server_unlock(s);
+    struct reply ok = post(port, "/v1/systemone", so_body);
+    jev_server_stop(s);
+    printf("%ld %s\n", r.status, r.body ? r.body : "");
+    check_error(&r, 413, "request_too_large_error");
+    assert_non_null(strstr(r.body, "K/V tokens at once"));
+    assert_non_null(strstr(r.body, "beyond the 64 this engine can give it"));
+    assert_int_equal(ok.status, 200);
+    free(r.body);
+    free(ok.body);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_decisions_match_the_decide_layer),
@@ -778,6 +829,7 @@ int main(void) {
         cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_idle_connection_is_closed),
         cmocka_unit_test(test_time_limit_is_504),
+        cmocka_unit_test(test_kv_budget_is_413),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

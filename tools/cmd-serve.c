@@ -1,7 +1,9 @@
 /*
  * cmd-serve.c - `jev serve`: the HTTP server (src/server/server.h) over one
- * model, one engine and one decider, until SIGINT or SIGTERM; then it stops
- * cleanly (the decision in progress finishes, connections close).
+ * model, one engine and one decider, until SIGINT or SIGTERM; then it drains
+ * (no new requests: 503 with Retry-After; every admitted request answered)
+ * and exits 0. A second signal during the drain stops at once (the requests
+ * not started are answered 503).
  *
  * Stopping: SIGINT and SIGTERM run a handler that only writes one byte to a
  * pipe, which the main thread waits on. A handler, not a blocked mask and
@@ -39,18 +41,25 @@ static void usage(FILE *f) {
             "                       GET /v1/models names it\n"
             "  --http-threads N     threads that serve the connections (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"
-            "  --max-queue N        requests that may wait for the model (default 64; more get 429)\n"
+            "  --max-running N      requests batched together at once (default 32)\n"
+            "  --max-queue N        requests that may wait besides those running (default 64; more get 429)\n"
             "  --idle-timeout S     close a connection silent for S seconds (default 60; 0 = never)\n"
+            "  --read-timeout S     a request's head and body must arrive within S seconds of its first byte,\n"
+            "                       else 408 (default 30; 0 = never)\n"
+            "  --max-connections N  open connections at most; one more is answered 503 (default: the\n"
+            "                       descriptor limit less 64, at most 10000)\n"
             "  --request-timeout S  a request still running after S seconds (fractions allowed) stops with 504\n"
             "                       (default 0 = none)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
-            "  --max-batch N        question suffixes in one batched forward (default 64)\n"
+            "  --max-batch N        question suffixes in one batched forward, over all requests (default 64)\n"
             "  --no-prefix-reuse    run every request's image and state afresh (by default the 4 most recent\n"
             "                       prefixes are kept: the same image bytes and state again skip vision and prefill)\n"
             "  -v                   one log line per request on stderr (and the engine's sizes at start)\n\n"
-            "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health.\n"
-            "Exit status: 0 after SIGINT or SIGTERM, 1 when it cannot start, 2 for a bad option, 3 when the\n"
-            "device is lost (a GPU fault: every request would answer 503; a supervisor should start it again).\n");
+            "Routes: POST /v1/systemone, POST /v1/decisions, GET /v1/models, GET /health, GET /ready,\n"
+            "GET /metrics.\n"
+            "Exit status: 0 after SIGINT or SIGTERM (once every admitted request is answered; a second signal\n"
+            "stops at once), 1 when it cannot start, 2 for a bad option, 3 when the device is lost (a GPU\n"
+            "fault: every request would answer 503; a supervisor should start it again).\n");
 }
 
 /* ---- the test hook (above) ---- */
@@ -95,8 +104,8 @@ static void on_stop_signal(int sig) {
 
 int cmd_serve(int argc, char **argv) {
     struct jev_server_params sp = jev_server_default_params();
-    long port = sp.port, http_threads = sp.http_threads, max_queue = sp.max_queue;
-    long idle_timeout = sp.idle_timeout_s;
+    long port = sp.port, http_threads = sp.http_threads, max_queue = sp.max_queue, max_running = sp.max_running;
+    long idle_timeout = sp.idle_timeout_s, read_timeout = sp.read_timeout_s, max_conns = 0;
     double request_timeout = 0.0;
     long max_body = (long)sp.max_body_bytes;
     struct cli_setup cs;
@@ -129,14 +138,20 @@ int cmd_serve(int argc, char **argv) {
             bad = cli_parse_long(v, 1, (long)JEV_SERVER_MAX_BODY_DEFAULT, &max_body);
         } else if (!strcmp(a, "--max-queue")) {
             bad = cli_parse_long(v, 0, 1 << 20, &max_queue);
+        } else if (!strcmp(a, "--max-running")) {
+            bad = cli_parse_long(v, 1, 1024, &max_running);
         } else if (!strcmp(a, "--idle-timeout")) {
             bad = cli_parse_long(v, 0, 86400, &idle_timeout);
+        } else if (!strcmp(a, "--read-timeout")) {
+            bad = cli_parse_long(v, 0, 86400, &read_timeout);
+        } else if (!strcmp(a, "--max-connections")) {
+            bad = cli_parse_long(v, 1, 1000000, &max_conns);
         } else if (!strcmp(a, "--request-timeout")) {
             bad = parse_seconds(v, &request_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
         } else if (!strcmp(a, "--max-batch")) {
-            bad = cli_parse_long(v, 1, 4000, &max_batch); /* JEV_ENGINE_MAX_BATCH */
+            bad = cli_parse_long(v, 1, 2048, &max_batch); /* with --max-running, within JEV_ENGINE_MAX_BATCH */
         } else {
             bad = 2;
         }
@@ -158,7 +173,11 @@ int cmd_serve(int argc, char **argv) {
     sp.port = (int32_t)port;
     sp.http_threads = (int32_t)http_threads;
     sp.max_queue = (int32_t)max_queue;
+    sp.max_running = (int32_t)max_running;
+    sp.max_batch = (int32_t)max_batch;
     sp.idle_timeout_s = (int32_t)idle_timeout;
+    sp.read_timeout_s = (int32_t)read_timeout;
+    sp.max_connections = (int32_t)max_conns;
     sp.max_body_bytes = (size_t)max_body;
 
     /* SIGINT and SIGTERM from here on: one byte into the stop pipe, whichever thread takes them */
@@ -181,7 +200,9 @@ int cmd_serve(int argc, char **argv) {
     struct jev_backend *hook_be = NULL; /* the test hook's */
     int rc = 1;
     cs.ep.max_tokens = (int32_t)max_tokens; /* the server sizes its one engine from its options */
-    cs.ep.max_batch = (int32_t)max_batch;
+    /* sequences at once: one forward's suffixes (--max-batch), the prefix of every running request and
+     * the four kept prefixes (the engine holds max_batch + 1) */
+    cs.ep.max_batch = (int32_t)(max_batch + max_running + 4);
     if (cli_setup_load(&cs, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;
@@ -206,13 +227,21 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *host = sp.host ? sp.host : "127.0.0.1";
     bool v6 = strchr(host, ':') != NULL;
-    printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, queue %d)\n", v6 ? "[" : "", host,
-           v6 ? "]" : "", jev_server_port(server), cs.dir, sp.api_key && sp.api_key[0] ? "API key required" : "no key",
-           sp.http_threads, sp.max_queue);
+    printf("jev serve: listening on http://%s%s%s:%d (model %s, %s, %d HTTP threads, %d running, queue %d, "
+           "batch %d)\n",
+           v6 ? "[" : "", host, v6 ? "]" : "", jev_server_port(server), cs.dir,
+           sp.api_key && sp.api_key[0] ? "API key required" : "no key", sp.http_threads, sp.max_running, sp.max_queue,
+           sp.max_batch);
     fflush(stdout);
     unsigned char sig = 0;
     if (jev_server_wait(server, stop_pipe[0], 1000, &sig, &err) == JEV_OK) {
-        fprintf(stderr, "jev serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+        /* the drain: no new requests, every admitted one answered; a second signal stops at once */
+        fprintf(stderr, "jev serve: %s, draining (a second signal stops at once)\n",
+                sig == SIGINT ? "SIGINT" : "SIGTERM");
+        if (jev_server_drain(server, stop_pipe[0], 10000, &sig, &err) == JEV_OK)
+            fprintf(stderr, "jev serve: every admitted request answered, stopping\n");
+        else
+            fprintf(stderr, "jev serve: %s, stopping now\n", err.msg);
         rc = 0;
     } else if (err.status == JEV_ERR_DEVICE_LOST) {
         /* every request would answer 503 from here on: exit so that a supervisor starts a new process */

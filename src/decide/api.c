@@ -27,7 +27,7 @@ enum jev_status jev_decider_open(struct jev_model *model, struct jev_engine *eng
 void jev_decider_close(struct jev_decider *decider) { jev_decider_free(decider); }
 
 void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on) {
-    decider->reuse_prefix = on;
+    atomic_store(&decider->reuse_prefix, on);
     if (!on) {
         dc_kept_drop(decider);
         dc_kept_image_drop(decider);
@@ -35,7 +35,7 @@ void jev_decider_set_prefix_reuse(struct jev_decider *decider, bool on) {
 }
 
 void jev_decider_set_timeout(struct jev_decider *decider, double timeout_ms) {
-    decider->timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+    atomic_store(&decider->timeout_ms, timeout_ms > 0 ? timeout_ms : 0.0);
 }
 
 void jev_free(void *p) { free(p); }

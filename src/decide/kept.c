@@ -59,6 +59,12 @@ void dc_kept_put(struct jev_decider *d, struct jev_seq *seq, const char *key) {
     d->kept[at].used = ++d->kept_clock;
 }
 
+struct jev_seq *dc_kept_take(struct jev_decider *d, int32_t i) {
+    struct jev_seq *s = d->kept[i].seq;
+    memset(&d->kept[i], 0, sizeof d->kept[i]);
+    return s;
+}
+
 void dc_kept_drop(struct jev_decider *d) {
     for (int32_t i = 0; i < DC_KEPT_MAX; i++)
         kept_free(&d->kept[i]);

@@ -48,11 +48,68 @@ static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
     return JEV_OK;
 }
 
+/* ---- K/V pages: groups that fit ---- */
+
+static int32_t pages_of(int64_t tokens) { return (int32_t)((tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE); }
+
+/* K/V pages question i's fork (and in text mode its trie's forks) take at most. */
+static int32_t question_pages(const struct dc_req *q, int32_t i) {
+    const struct dc_question *dq = &q->qs[i];
+    if (!dq->has_trie)
+        return pages_of(dq->suffix.n);
+    int32_t depth = 0;
+    for (int32_t n = 0; n < dq->trie.n_nodes; n++)
+        depth = dq->trie.nodes[n].depth > depth ? dq->trie.nodes[n].depth : depth;
+    return (1 + dq->forks) * pages_of((int64_t)dq->suffix.n + depth);
+}
+
+int32_t dc_batch_pages(const struct dc_req *q, int32_t B) {
+    int32_t most = 0;
+    for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
+        int32_t need = 0;
+        for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++)
+            need += question_pages(q, i);
+        most = need > most ? need : most;
+    }
+    return pages_of(q->prefix.n) + most;
+}
+
+/* The pages this request can have: the free ones and those of the kept prefixes (given back when
+ * needed). Pages held by anyone else (another user of the engine) are not the request's to take. */
+int32_t dc_page_budget(const struct dc_req *q) {
+    const struct jev_state *st = &q->d->engine->state;
+    int32_t budget = st->n_free;
+    for (int32_t i = 0; i < DC_KEPT_MAX; i++)
+        if (q->d->kept[i].seq)
+            budget += q->d->kept[i].seq->n_pages;
+    return budget;
+}
+
+/*
+ * The batch size that fits budget pages: questions whose forks do not fit together run in smaller
+ * batches; a request that does not fit one question at a time is refused with JEV_ERR_NOMEM (413),
+ * naming its need and the budget.
+ */
+enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B, int32_t budget) {
+    const struct jev_state *st = &q->d->engine->state;
+    if (st->n_full == 0)
+        return JEV_OK;
+    while (*B > 1 && dc_batch_pages(q, *B) > budget)
+        (*B)--;
+    int32_t need = dc_batch_pages(q, *B);
+    if (need > budget)
+        return jev_fail(q->err, JEV_ERR_NOMEM,
+                        "decide: the request needs %d K/V tokens at once (its prefix of %d tokens and its largest "
+                        "question), beyond the %d this engine can give it (%d free or kept pages of %d tokens)",
+                        need * JEV_KV_PAGE, (int)q->prefix.n, budget * JEV_KV_PAGE, budget, JEV_KV_PAGE);
+    return JEV_OK;
+}
+
 /* ---- the kept prefix (reuse_prefix) ---- */
 
 /* The digest of everything the prefix's state depends on besides the model: its ids (the image
  * pads' count among them) and the image's bytes (the decider's resize bound is fixed). */
-static void prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
+void dc_prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
     size_t n = q->prefix.n * sizeof(int32_t), m = n + JEV_SHA256_HEX + 1;
     unsigned char *buf = malloc(m);
     if (!buf) {
@@ -68,7 +125,7 @@ static void prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]) {
 
 /* Whether this request may keep or reuse its prefix: asked for, and an image (if any) with bytes
  * that were digested (a path image is read by the decoder: nothing to compare). */
-static bool keyable(const struct dc_req *q) { return q->p.reuse_prefix && (!q->has_image || q->image_key[0]); }
+bool dc_keyable(const struct dc_req *q) { return q->p.reuse_prefix && (!q->has_image || q->image_key[0]); }
 
 /* The prefix forward (image pads filled from the tower), into a new sequence. */
 static enum jev_status prefill(struct dc_req *q, struct jev_seq **out) {
@@ -109,12 +166,13 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     struct jev_decide_stats *st = &q->res->stats;
     struct jev_decider *d = q->d;
     int32_t B = dc_batch_size(q), most = 1;
+    JEV_TRY(dc_fit_batch(q, &B, dc_page_budget(q)));
     JEV_TRY(check_slots(q, B, &most));
 
     /* the prefix, once: a kept one when it is this request's, else a prefill (then kept) */
     char key[JEV_SHA256_HEX] = "";
-    if (keyable(q))
-        prefix_key(q, key);
+    if (dc_keyable(q))
+        dc_prefix_key(q, key);
     int32_t hit = key[0] ? dc_kept_find(d, key) : -1;
     struct jev_seq *prefix = hit >= 0 ? d->kept[hit].seq : NULL;
     /* room for this request's sequences beside the other kept prefixes: the least recent go back */

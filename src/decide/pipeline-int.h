@@ -70,8 +70,9 @@ struct jev_decider {
     int32_t max_patches;              /* vision capacity (patches of one image) */
     int64_t page_bytes;               /* bytes of one K/V page (all attention layers) */
     int64_t seq_bytes;                /* bytes of one live sequence's linear state + page table */
-    double timeout_ms;                /* jev_decide_json's per-request time limit (jev_decider_set_timeout) */
-    bool reuse_prefix;                /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
+    _Atomic double timeout_ms;        /* jev_decide_json's per-request time limit (jev_decider_set_timeout); atomic: a
+                                       * server's scheduler reads it while the embedding program may set it */
+    atomic_bool reuse_prefix;         /* jev_decide_json's reuse_prefix (jev_decider_set_prefix_reuse; on) */
     struct dc_kept kept[DC_KEPT_MAX]; /* recent shared prefixes (kept.c) */
     struct dc_kept_image kept_image[DC_KEPT_MAX]; /* recent images' embeddings (kept.c) */
     uint64_t kept_clock;                          /* ticks once per use of an entry */
@@ -191,6 +192,8 @@ void dc_kept_put(struct jev_decider *d, struct jev_seq *seq, const char *key);
 int32_t dc_kept_count(const struct jev_decider *d);
 /* Frees the least recently used kept prefix other than except; false when there is none. */
 bool dc_kept_evict(struct jev_decider *d, const struct jev_seq *except);
+/* Takes kept prefix i out of the table without freeing it (the caller holds it from now on). */
+struct jev_seq *dc_kept_take(struct jev_decider *d, int32_t i);
 /* Frees every kept prefix (a request that needs the slots and pages, the decider's end). */
 void dc_kept_drop(struct jev_decider *d);
 /* The image entry kept under key (marked used), or -1. */
@@ -211,6 +214,18 @@ enum jev_status dc_prepare_tokens(struct dc_req *q);
 /* The shared path's batch: all questions, or p.batch; text mode at most DC_TEXT_ROWS_MAX (each
  * suffix needs a full-vocabulary logits row). */
 int32_t dc_batch_size(const struct dc_req *q);
+/* ---- path-shared.c: what the shared batch (batch.c) runs the shared path with ---- */
+
+/* K/V pages a batch of B questions holds at once: the prefix and the largest batch's forks. */
+int32_t dc_batch_pages(const struct dc_req *q, int32_t B);
+/* Pages the direct path may take: the free ones and the kept prefixes'. */
+int32_t dc_page_budget(const struct dc_req *q);
+/* Lowers *B (the shared path's batch) until its K/V pages fit budget; JEV_ERR_NOMEM (413) naming the
+ * need and the budget when one question at a time does not fit. */
+enum jev_status dc_fit_batch(struct dc_req *q, int32_t *B, int32_t budget);
+/* Whether the request may keep or reuse its prefix, and the key it is kept under. */
+bool dc_keyable(const struct dc_req *q);
+void dc_prefix_key(const struct dc_req *q, char out[JEV_SHA256_HEX]);
 /* Sizes and allocates the scratch buffers for the chosen path. */
 enum jev_status dc_prepare_scratch(struct dc_req *q);
 /* Frees everything the context holds (sequences included). */
@@ -231,6 +246,12 @@ enum jev_status dc_score_read(struct dc_req *q, int32_t qi0, int32_t n, struct j
 void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior);
 
 /* ---- pipeline.c ---- */
+
+/* The start of a run as dc_run makes it, without its path: params checked and defaulted, the
+ * answers, the image (decoded, or its kept embeddings found), the tokens and the scratch. The
+ * caller frees q with dc_req_free (also after a failure). */
+enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                         struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
 
 /* jev_decide_run that leaves the context q alive (tries, tokens) for inspection; the sequences are
  * released. The caller frees q with dc_req_free (also after a failure). */

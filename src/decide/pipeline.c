@@ -128,7 +128,7 @@ static enum jev_status decider_new(struct jev_model *model, struct jev_engine *e
         return jev_fail(err, JEV_ERR_NOMEM, "decider: out of memory");
     d->model = model;
     d->engine = engine;
-    d->reuse_prefix = true;
+    atomic_store(&d->reuse_prefix, true);
     d->frame = jev_prompt_frame_default();
     d->image_max_side = dp.image_max_side == 0 ? 768 : dp.image_max_side;
     char path[4096];
@@ -259,6 +259,20 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->err = err;
     q->img_at = -1;
     q->t_begin = jev_now_ms();
+}
+
+enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                         struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
+    memset(out, 0, sizeof *out);
+    req_init(q, d, r, p, out, err);
+    if (!d->engine)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "decide: this decider has no engine (a planner: it plans, runs nothing)");
+    JEV_TRY(check_params(d, r, &q->p, err));
+    JEV_TRY(jev_answers_init(&out->answers, r, err));
+    enum jev_status s = prepare(q, true, true);
+    dc_track(q);
+    return s;
 }
 
 /*
@@ -426,8 +440,8 @@ struct jev_engine *jev_decider_engine(const struct jev_decider *d) {
 
 struct jev_decide_params jev_decider_request_params(const struct jev_decider *d) {
     struct jev_decide_params p = jev_decide_default_params();
-    p.timeout_ms = d->timeout_ms;
-    p.reuse_prefix = d->reuse_prefix;
+    p.timeout_ms = atomic_load(&d->timeout_ms);
+    p.reuse_prefix = atomic_load(&d->reuse_prefix);
     return p;
 }
 

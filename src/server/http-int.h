@@ -36,7 +36,8 @@
 
 /* A refusal of the bytes received: every one closes the connection after its response. */
 struct http_refusal {
-    int status; /* 400, 414, 431, 501 or 505 */
+    int status;       /* 400, 408, 414, 431, 501, 503 or 505 */
+    bool retry_after; /* the client may try again soon (503 past the connection cap): Retry-After */
     char message[256];
 };
 
@@ -121,12 +122,14 @@ int http_body_step(struct http_body *b, const char *in, size_t n, size_t *used, 
 /* ---- the connections (http-loop.c) ---- */
 
 struct http_conn;
+struct http_ticket;
 
 /* One request on a connection, as the handler sees it. */
 struct http_exchange {
     const struct http_head *head; /* NULL in refused() when the head itself was refused */
     void *user;                   /* the handler's state for this request: done() frees it */
     bool responded;               /* http_respond was called */
+    struct http_ticket *ticket;   /* http_defer was called: the answer comes through http_complete */
     struct http_conn *conn;       /* the loop's */
 };
 
@@ -134,8 +137,9 @@ struct http_exchange {
  * What the server does with requests; every callback runs on one of the loop's threads, one
  * request of a connection at a time. head: the head has arrived (may respond at once: the body is
  * then not read and the connection closes after the response). body: a piece of the body (may
- * respond: the rest is not read, the connection closes). end: the body is complete; must respond.
- * refused: the loop refuses the bytes (r); must respond (the connection then closes). done: the
+ * respond: the rest is not read, the connection closes). end: the body is complete; must respond
+ * or defer (http_defer). refused: the loop refuses the bytes (r; a connection past the cap or a
+ * request past the read deadline too); must respond (the connection then closes). done: the
  * exchange is over, answered or not (the connection went away): free x->user.
  */
 struct http_handler {
@@ -151,29 +155,61 @@ struct http_handler {
  * Queues the response of x: the status line, Date, the headers (NULL-terminated pairs of name and
  * value; may be NULL), Content-Length, Connection when it closes (or keeps an HTTP/1.0 connection),
  * then body[0..len) except for HEAD. Copies what it needs; once per exchange. A response that
- * cannot be allocated closes the connection instead.
+ * cannot be allocated closes the connection instead. On the loop's thread only (from a callback).
  */
 void http_respond(struct http_exchange *x, unsigned status, const char *const *headers, const char *body, size_t len);
+
+/*
+ * From end() only: the answer will come later, from any thread, through http_complete(ticket).
+ * Meanwhile the connection waits: it reads nothing more (pipelined bytes stay buffered), no idle
+ * timeout runs, and a client that hangs up frees its descriptor at once (http_ticket_gone then
+ * says so). NULL when the ticket cannot be allocated (then respond as usual).
+ */
+struct http_ticket *http_defer(struct http_exchange *x);
+
+/* Whether the client of a deferred exchange has gone (its answer would be dropped). Any thread. */
+bool http_ticket_gone(const struct http_ticket *t);
+
+/*
+ * Any thread, exactly once per ticket, before http_loop_stop: the response of a deferred exchange
+ * (as http_respond takes it; copied). The connection's own thread sends it and then reads the next
+ * request; when the client has gone it is dropped. The ticket is freed.
+ */
+void http_complete(struct http_ticket *t, unsigned status, const char *const *headers, const char *body, size_t len);
 
 struct http_loop_params {
     struct sockaddr_storage addr; /* bound, with its port (0: the kernel picks one) */
     socklen_t addr_len;
     int32_t threads;         /* event loops, each serving its share of the connections (>= 1) */
     int32_t idle_timeout_s;  /* a connection silent this long (reading or writing) is closed; 0 = never */
-    int32_t max_connections; /* past this many open connections a new one is closed at once */
+    int32_t read_timeout_s;  /* a request whose head and body are not complete this long after its first
+                              * byte is refused with 408 (slow clients hold no connection slot); 0 = never */
+    int32_t max_connections; /* past this many open connections a new one is answered 503 and closed */
     struct http_handler handler;
 };
 
 struct http_loop;
 
-/* Binds, listens and starts the threads. 0, or an errno value with why[] naming the step. */
+/* Binds, listens and starts the threads; *out is set before the first thread starts (a handler may
+ * read it). 0, or an errno value with why[] naming the step (*out NULL). */
 int http_loop_start(const struct http_loop_params *p, struct http_loop **out, char *why, size_t why_size);
 
 /* The port bound. */
 int32_t http_loop_port(const struct http_loop *l);
 
+/* Connections open now (the ones answered 503 past the cap not counted). */
+int32_t http_loop_connections(const struct http_loop *l);
+
+/* Deferred exchanges whose response has not been sent in full yet (the client not gone). */
+int32_t http_loop_pending(const struct http_loop *l);
+
+/* From now on every response closes its connection (Connection: close): for a server that drains
+ * before it exits. */
+void http_loop_close_after_each(struct http_loop *l);
+
 /* Stops accepting, lets each thread finish the callback it is in, closes every connection (done()
- * for each open exchange), joins the threads and frees the loop. NULL is a no-op. */
+ * for each open exchange), joins the threads and frees the loop. NULL is a no-op. Every ticket
+ * must have been completed before. */
 void http_loop_stop(struct http_loop *l);
 
 #endif

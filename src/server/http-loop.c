@@ -2,9 +2,19 @@
  * http-loop.c - the server's sockets (http-int.h): one listening socket and N
  * threads, each an epoll loop over the connections it accepted. A connection
  * reads a head (http-parse.c), hands it to the handler, reads the body piece
- * by piece, waits while the handler decides (a thread blocked in a decision
- * serves none of its other connections meanwhile), writes the response, and
- * then reads the next request or closes.
+ * by piece, and either answers at once or defers: the handler takes a ticket
+ * (http_defer) and the connection waits, reading nothing, until another
+ * thread completes the ticket (http_complete: the response goes on a list of
+ * the connection's thread, which an eventfd wakes). So no thread of the loop
+ * ever waits on a decision. Then it writes the response and reads the next
+ * request or closes.
+ *
+ * Limits: a connection silent for the idle timeout is closed (one waiting
+ * for its deferred answer is not silent); a request whose head and body have
+ * not arrived within the read timeout of its first byte is answered 408 and
+ * closed (a client that trickles bytes holds no slot for long); past the
+ * connection cap a new connection is answered 503 with Retry-After and closed
+ * (up to OVERFLOW_MAX of those at once; beyond that it is closed at once).
  *
  * Closing after a response (a refusal, Connection: close) is a lingering
  * close: the write side is shut, then what the client still sends is read
@@ -37,11 +47,13 @@
 #define LINGER_MS 2000.0                    /* how long a closing connection drains what the client sends */
 #define ACCEPT_PAUSE_MS 100.0               /* out of descriptors: stop accepting this long */
 #define EVENTS 64
+#define OVERFLOW_MAX 64 /* connections past the cap being answered 503 at once */
 
 enum cstate {
     C_HEAD,     /* reading a request head */
     C_BODY,     /* reading its body */
     C_CONTINUE, /* writing "100 Continue", then the body */
+    C_WAIT,     /* the response is deferred: waiting for http_complete, reading nothing */
     C_SEND,     /* writing the response */
     C_LINGER,   /* write side shut: reading and dropping until the client closes */
     C_CLOSED,   /* to be freed */
@@ -59,25 +71,45 @@ struct http_conn {
     size_t in_len;
     char *out; /* the response (or 100 Continue) being written */
     size_t out_len, out_sent;
-    bool close_after; /* shut the connection once out is written */
-    bool head_only;   /* a HEAD request: the response has no body */
-    bool in_exchange; /* x holds a request: done() is owed */
-    bool body_done;   /* the request's body has been read to its end (or it has none) */
+    bool close_after;           /* shut the connection once out is written */
+    bool head_only;             /* a HEAD request: the response has no body */
+    bool in_exchange;           /* x holds a request: done() is owed */
+    bool body_done;             /* the request's body has been read to its end (or it has none) */
+    bool overflow;              /* accepted past the cap: answered 503, counted apart */
+    bool deferred;              /* the exchange was deferred: its end takes one off the loop's pending count */
+    bool dead;                  /* closed while its ticket was out: the ticket frees it */
+    struct http_ticket *ticket; /* C_WAIT: the ticket the answer will come with */
     struct http_scan scan;
     struct http_head head;
     struct http_body body;
     struct http_exchange x;
     double last_ms;   /* the last read or write */
+    double req_ms;    /* when the current request's first byte came (0: none yet) */
     double linger_ms; /* C_LINGER: when to give up */
+};
+
+/* A deferred answer on its way from another thread to the connection's thread. */
+struct http_ticket {
+    struct http_conn *c;  /* touched by the connection's thread only */
+    atomic_bool gone;     /* the connection closed before the answer came */
+    unsigned status;      /* the response, once completed */
+    const char **headers; /* NULL-terminated pairs, into block */
+    char *block;          /* the headers' and the body's bytes (one allocation) */
+    const char *body;     /* into block */
+    size_t len;           /* body bytes */
+    struct http_ticket *next;
 };
 
 struct http_worker {
     struct http_loop *loop;
     pthread_t thread;
     int ep;
+    int wake_fd; /* an eventfd: completed tickets are waiting */
     struct http_conn *conns;
     bool accept_paused;
     double accept_resume_ms;
+    pthread_mutex_t lock;     /* guards done */
+    struct http_ticket *done; /* completed tickets, not yet sent (a stack: order does not matter) */
 };
 
 struct http_loop {
@@ -86,7 +118,10 @@ struct http_loop {
     int stop_fd; /* an eventfd in every worker's epoll */
     int32_t port;
     atomic_bool stopping;
-    atomic_int open; /* connections open, over all workers */
+    atomic_bool close_each; /* http_loop_close_after_each */
+    atomic_int open;        /* connections open, over all workers */
+    atomic_int overflow;    /* connections past the cap being answered 503 */
+    atomic_int pending;     /* deferred exchanges not over yet */
     int32_t n_workers;
     struct http_worker *workers;
 };
@@ -104,6 +139,7 @@ static const char *reason(unsigned status) {
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
     case 413: return "Content Too Large";
     case 414: return "URI Too Long";
     case 422: return "Unprocessable Content";
@@ -137,7 +173,7 @@ void http_respond(struct http_exchange *x, unsigned status, const char *const *h
     x->responded = true;
     const struct http_head *h = x->head;
     /* a response before the body's end leaves the next request's start unknown: close */
-    bool keep = h && h->keep_alive && c->body_done && !c->close_after;
+    bool keep = h && h->keep_alive && c->body_done && !c->close_after && !atomic_load(&c->w->loop->close_each);
     char date[40];
     http_date(date, sizeof date);
     size_t extra = 0;
@@ -189,6 +225,9 @@ static void end_exchange(struct http_conn *c) {
     const struct http_handler *hd = &c->w->loop->p.handler;
     if (c->in_exchange)
         hd->done(hd->ctx, &c->x);
+    if (c->deferred)
+        atomic_fetch_sub(&c->w->loop->pending, 1);
+    c->deferred = false;
     c->in_exchange = false;
     c->body_done = false;
     http_head_free(&c->head);
@@ -218,7 +257,12 @@ static void refuse_bytes(struct http_conn *c, const struct http_refusal *r) {
 
 static void finish_request(struct http_conn *c) {
     const struct http_handler *hd = &c->w->loop->p.handler;
+    c->req_ms = 0; /* all of it arrived: the read deadline is met */
     hd->end(hd->ctx, &c->x);
+    if (c->x.ticket && !c->x.responded) { /* deferred: http_complete sends the answer */
+        c->state = C_WAIT;
+        return;
+    }
     if (!c->x.responded)
         c->close_after = true; /* a handler that did not answer: nothing to send, close */
     c->state = C_SEND;
@@ -341,6 +385,7 @@ static bool step_send(struct http_conn *c) {
         return true;
     }
     c->state = C_HEAD;
+    c->req_ms = c->in_len ? jev_now_ms() : 0; /* a pipelined request's bytes are here already */
     return true;
 }
 
@@ -356,11 +401,14 @@ static void drive(struct http_conn *c) {
             c->in_len = 0;
             more = false;
             break;
+        case C_WAIT:
         case C_CLOSED: more = false; break;
         }
     }
     if (c->state == C_SEND || c->state == C_CONTINUE)
         set_events(c, EPOLLOUT);
+    else if (c->state == C_WAIT)
+        set_events(c, 0); /* only a reset or an error wakes it (EPOLLHUP, EPOLLERR) */
     else if (c->state != C_CLOSED)
         set_events(c, EPOLLIN);
     if (c->in && c->in_len == 0) { /* an idle keep-alive connection holds no buffer */
@@ -369,6 +417,8 @@ static void drive(struct http_conn *c) {
     }
 }
 
+/* Closes the connection and frees it, unless a ticket is still out for it: then it stays, dead,
+ * until the ticket comes back (tickets_run). */
 static void conn_close(struct http_conn *c) {
     struct http_worker *w = c->w;
     end_exchange(c);
@@ -379,10 +429,17 @@ static void conn_close(struct http_conn *c) {
     if (c->next)
         c->next->prev = c->prev;
     close(c->fd);
+    c->fd = -1;
     free(c->in);
     free(c->out);
+    c->in = c->out = NULL;
+    atomic_fetch_sub(c->overflow ? &w->loop->overflow : &w->loop->open, 1);
+    if (c->ticket) {
+        atomic_store(&c->ticket->gone, true);
+        c->dead = true;
+        return;
+    }
     free(c);
-    atomic_fetch_sub(&w->loop->open, 1);
 }
 
 /* Readable (or hung up): one read, then as far as it takes the connection. */
@@ -410,11 +467,16 @@ static void conn_read(struct http_conn *c) {
         return;
     c->in_len += (size_t)k;
     c->last_ms = jev_now_ms();
+    if (c->state == C_HEAD && c->req_ms == 0)
+        c->req_ms = c->last_ms; /* a request's first byte: its read deadline starts */
     drive(c);
 }
 
 static void conn_event(struct http_conn *c, uint32_t events) {
-    if (c->state == C_SEND || c->state == C_CONTINUE) {
+    if (c->state == C_WAIT) { /* reset while its answer is computed: the descriptor goes now */
+        if (events & (EPOLLERR | EPOLLHUP))
+            c->state = C_CLOSED;
+    } else if (c->state == C_SEND || c->state == C_CONTINUE) {
         if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP))
             drive(c);
     } else if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
@@ -422,6 +484,94 @@ static void conn_event(struct http_conn *c, uint32_t events) {
     }
     if (c->state == C_CLOSED)
         conn_close(c);
+}
+
+/* ---- deferred answers ---- */
+
+struct http_ticket *http_defer(struct http_exchange *x) {
+    struct http_conn *c = x->conn;
+    if (x->ticket || x->responded)
+        return x->ticket;
+    struct http_ticket *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->c = c;
+    x->ticket = t;
+    c->ticket = t;
+    c->deferred = true;
+    atomic_fetch_add(&c->w->loop->pending, 1);
+    return t;
+}
+
+bool http_ticket_gone(const struct http_ticket *t) { return atomic_load(&t->gone); }
+
+void http_complete(struct http_ticket *t, unsigned status, const char *const *headers, const char *body, size_t len) {
+    int n = 0;
+    size_t bytes = len + 1;
+    for (; headers && headers[n]; n += 2)
+        bytes += strlen(headers[n]) + strlen(headers[n + 1]) + 2;
+    size_t table = (size_t)(n + 1) * sizeof(char *);
+    char *block = malloc(table + bytes);
+    t->status = status;
+    if (block) { /* the pairs' pointers first, then their bytes, then the body */
+        const char **h = (const char **)(void *)block;
+        char *at = block + table;
+        for (int i = 0; i < n; i++) {
+            size_t k = strlen(headers[i]) + 1;
+            memcpy(at, headers[i], k);
+            h[i] = at;
+            at += k;
+        }
+        h[n] = NULL;
+        if (len)
+            memcpy(at, body, len);
+        t->headers = h;
+        t->body = at;
+        t->len = len;
+    }
+    t->block = block; /* NULL: no memory for the answer; the connection closes */
+    struct http_worker *w = t->c->w;
+    pthread_mutex_lock(&w->lock);
+    t->next = w->done;
+    w->done = t;
+    pthread_mutex_unlock(&w->lock);
+    uint64_t one = 1;
+    ssize_t k = write(w->wake_fd, &one, sizeof one);
+    (void)k; /* an eventfd write of 1 fails only past 2^64 - 2 */
+}
+
+/* The completed tickets: each answer goes out on its connection, or is dropped with the
+ * connection that went away meanwhile. */
+static void tickets_run(struct http_worker *w) {
+    uint64_t count;
+    ssize_t k = read(w->wake_fd, &count, sizeof count);
+    (void)k; /* nothing to read: another call took the count; the list says what is left */
+    pthread_mutex_lock(&w->lock);
+    struct http_ticket *t = w->done;
+    w->done = NULL;
+    pthread_mutex_unlock(&w->lock);
+    while (t) {
+        struct http_ticket *next = t->next;
+        struct http_conn *c = t->c;
+        c->ticket = NULL;
+        if (c->dead) {
+            free(c);
+        } else {
+            if (t->block)
+                http_respond(&c->x, t->status, t->headers, t->body, t->len);
+            else
+                c->close_after = true;
+            c->x.responded = true;
+            c->state = C_SEND;
+            c->last_ms = jev_now_ms();
+            drive(c);
+            if (c->state == C_CLOSED)
+                conn_close(c);
+        }
+        free(t->block);
+        free(t);
+        t = next;
+    }
 }
 
 /* ---- a worker ---- */
@@ -439,10 +589,16 @@ static void accept_some(struct http_worker *w) {
             }
             return;
         }
+        bool over = false;
         if (atomic_fetch_add(&l->open, 1) >= l->p.max_connections) {
             atomic_fetch_sub(&l->open, 1);
-            close(fd);
-            continue;
+            /* past the cap: answered 503 (a few at a time), so that a client learns why */
+            if (atomic_fetch_add(&l->overflow, 1) >= OVERFLOW_MAX) {
+                atomic_fetch_sub(&l->overflow, 1);
+                close(fd);
+                continue;
+            }
+            over = true;
         }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -451,7 +607,7 @@ static void accept_some(struct http_worker *w) {
         if (!c || epoll_ctl(w->ep, EPOLL_CTL_ADD, fd, &ev) != 0) {
             free(c);
             close(fd);
-            atomic_fetch_sub(&l->open, 1);
+            atomic_fetch_sub(over ? &l->overflow : &l->open, 1);
             continue;
         }
         c->w = w;
@@ -459,33 +615,71 @@ static void accept_some(struct http_worker *w) {
         c->events = EPOLLIN;
         c->state = C_HEAD;
         c->last_ms = jev_now_ms();
+        c->overflow = over;
         c->next = w->conns;
         if (w->conns)
             w->conns->prev = c;
         w->conns = c;
+        if (over) {
+            struct http_refusal r = {.status = 503, .retry_after = true};
+            snprintf(r.message, sizeof r.message,
+                     "server: %d connections are open, the most it keeps (--max-connections); retry later",
+                     (int)l->p.max_connections);
+            refuse_bytes(c, &r);
+            drive(c);
+            if (c->state == C_CLOSED)
+                conn_close(c);
+        }
     }
 }
 
-/* When the connection stops waiting: its idle deadline, or the end of its linger. */
+/* When the connection stops waiting: its idle deadline, or the end of its linger. A connection
+ * waiting for its deferred answer is not idle. */
 static double deadline(const struct http_conn *c, double idle_ms) {
     if (c->state == C_LINGER)
         return c->linger_ms;
+    if (c->state == C_WAIT)
+        return -1;
     return idle_ms > 0 ? c->last_ms + idle_ms : -1;
+}
+
+/* When the request being read must be complete (its first byte + the read timeout); -1: none. */
+static double read_deadline(const struct http_conn *c, double read_ms) {
+    bool reading = c->state == C_BODY || c->state == C_CONTINUE || (c->state == C_HEAD && c->req_ms > 0);
+    return read_ms > 0 && reading && c->req_ms > 0 ? c->req_ms + read_ms : -1;
 }
 
 /* Closes the connections past their deadline. One whose socket has something to say (an event
  * this thread has not fetched yet, as after a long decision) is not idle: its event runs next. */
 static int expire(struct http_worker *w, double now) {
-    double idle_ms = 1000.0 * w->loop->p.idle_timeout_s, next = -1;
+    double idle_ms = 1000.0 * w->loop->p.idle_timeout_s, read_ms = 1000.0 * w->loop->p.read_timeout_s, next = -1;
     for (struct http_conn *c = w->conns, *nx; c; c = nx) {
         nx = c->next;
+        double rd = read_deadline(c, read_ms);
+        if (rd >= 0 && rd <= now) { /* the whole request did not arrive in time: 408, then closed */
+            struct http_refusal r = {.status = 408};
+            snprintf(r.message, sizeof r.message,
+                     "server: the request's head and body did not arrive within %d s of its first byte "
+                     "(--read-timeout)",
+                     (int)w->loop->p.read_timeout_s);
+            c->req_ms = 0;
+            refuse_bytes(c, &r);
+            drive(c);
+            if (c->state == C_CLOSED) {
+                conn_close(c);
+                continue;
+            }
+            rd = -1;
+        }
         double d = deadline(c, idle_ms);
+        if (rd >= 0 && (d < 0 || rd < d))
+            d = rd;
         if (d < 0)
             continue;
         if (d <= now) {
             bool sending = c->state == C_SEND || c->state == C_CONTINUE;
             struct pollfd p = {.fd = c->fd, .events = sending ? POLLOUT : POLLIN};
-            if (c->state != C_LINGER && poll(&p, 1, 0) > 0) {
+            if (c->state != C_LINGER && d != rd && poll(&p, 1, 0) > 0) {
                 c->last_ms = now;
                 d = now + idle_ms;
             } else {
@@ -518,6 +712,8 @@ static void *worker_main(void *arg) {
                 break;
             if (ev[i].data.ptr == &listen_marker)
                 accept_some(w);
+            else if (ev[i].data.ptr == &w->wake_fd)
+                tickets_run(w);
             else
                 conn_event(ev[i].data.ptr, ev[i].events);
         }
@@ -531,6 +727,7 @@ static void *worker_main(void *arg) {
     }
     while (w->conns)
         conn_close(w->conns);
+    tickets_run(w); /* completed answers of connections now closed: their memory */
     return NULL;
 }
 
@@ -552,6 +749,8 @@ static void loop_free(struct http_loop *l) {
     for (int32_t i = 0; i < l->n_workers; i++) {
         pthread_join(l->workers[i].thread, NULL);
         close(l->workers[i].ep);
+        close(l->workers[i].wake_fd);
+        pthread_mutex_destroy(&l->workers[i].lock);
     }
     free(l->workers);
     if (l->listen_fd >= 0)
@@ -600,34 +799,53 @@ int http_loop_start(const struct http_loop_params *p, struct http_loop **out, ch
         errno = ENOMEM;
         e = fail_errno(why, why_size, "threads");
     }
+    /* the caller's pointer is set before any thread starts: a handler may read it (the server's
+     * /metrics asks the loop for its connections) from the first request on */
+    if (!e)
+        *out = l;
     for (int32_t i = 0; !e && i < l->p.threads; i++) {
         struct http_worker *w = &l->workers[i];
         w->loop = l;
         struct epoll_event le = {.events = EPOLLIN | EPOLLEXCLUSIVE, .data.ptr = &listen_marker};
         struct epoll_event se = {.events = EPOLLIN, .data.ptr = &stop_marker};
-        if ((w->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || epoll_ctl(w->ep, EPOLL_CTL_ADD, l->listen_fd, &le) != 0 ||
-            epoll_ctl(w->ep, EPOLL_CTL_ADD, l->stop_fd, &se) != 0) {
+        struct epoll_event we = {.events = EPOLLIN, .data.ptr = &w->wake_fd};
+        w->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if ((w->ep = epoll_create1(EPOLL_CLOEXEC)) < 0 || w->wake_fd < 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, l->listen_fd, &le) != 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, l->stop_fd, &se) != 0 ||
+            epoll_ctl(w->ep, EPOLL_CTL_ADD, w->wake_fd, &we) != 0) {
             e = fail_errno(why, why_size, "epoll");
             if (w->ep >= 0)
                 close(w->ep);
+            if (w->wake_fd >= 0)
+                close(w->wake_fd);
             break;
         }
+        pthread_mutex_init(&w->lock, NULL);
         if ((errno = pthread_create(&w->thread, NULL, worker_main, w)) != 0) {
             e = fail_errno(why, why_size, "pthread_create");
             close(w->ep);
+            close(w->wake_fd);
+            pthread_mutex_destroy(&w->lock);
             break;
         }
         l->n_workers++;
     }
     if (e) {
         loop_free(l);
+        *out = NULL;
         return e;
     }
-    *out = l;
     return 0;
 }
 
 int32_t http_loop_port(const struct http_loop *l) { return l->port; }
+
+int32_t http_loop_connections(const struct http_loop *l) { return atomic_load(&l->open); }
+
+int32_t http_loop_pending(const struct http_loop *l) { return atomic_load(&l->pending); }
+
+void http_loop_close_after_each(struct http_loop *l) { atomic_store(&l->close_each, true); }
 
 void http_loop_stop(struct http_loop *l) {
     if (l)

@@ -1,68 +1,49 @@
 /*
- * server.c - the HTTP server of server.h: the per-request state (body buffer,
- * request id, timing), routing, authentication, the body limit and the queue
- * in front of the decider, over the server's own HTTP/1.1 (http-int.h).
+ * server.c - the HTTP side of server.h: the per-request state (body buffer,
+ * request id, timing), routing, authentication, the body limit, parsing and
+ * validating a decision and admitting it to the scheduler (scheduler.c), and
+ * the routes that never touch the model (/health, /ready, /metrics,
+ * /v1/models), over the server's own HTTP/1.1 (http-int.h).
  *
  * The connection loop calls the handler once with a request's head (we route,
  * authenticate and check Content-Length there, so a refused request is
  * answered before its body is read), once per piece of body (appended; past
  * the limit the answer is 413 at once), and once more when the body is
- * complete (we answer then). Bytes that are not HTTP come to refused(), and
- * their answer is the same JSON error body with a request id as every other.
+ * complete: then a decision is parsed and validated here, on the HTTP thread,
+ * and either refused at once (400/413/422/501, 429 when the queue is full,
+ * 503 while draining) or deferred to the scheduler, whose answer comes back
+ * through http_complete. Bytes that are not HTTP come to refused(), and their
+ * answer is the same JSON error body with a request id as every other.
  *
- * What it is not: HTTP framing (http-parse.c, http-loop.c), the request
- * format (wire/request.h), the answers (wire/route.h), the error body
- * (wire/response.h).
+ * What it is not: HTTP framing (http-parse.c, http-loop.c), running
+ * decisions (scheduler.c), the request format (wire/request.h), the answers
+ * (wire/route.h), the error body (wire/response.h), the metrics (metrics.c).
  */
 #include "server/server.h" // defines: struct jev_server_params, jev_server_start
 
 #include "base/buf.h"      // defines: struct jev_buf, jev_buf_*
 #include "base/log.h"      // defines: jev_log
 #include "base/timing.h"   // defines: jev_now_ms
-#include "http-int.h"      // defines: http_loop_start, http_respond, struct http_exchange
+#include "http-int.h"      // defines: http_loop_start, http_respond, http_defer, struct http_exchange
 #include "io/jsonw.h"      // defines: struct jev_jsonw
 #include "model/model.h"   // defines: struct jev_model (dir, params)
+#include "server-int.h"    // defines: struct jev_server, struct job, sched_admit, metrics_answer
 #include "wire/request.h"  // defines: jev_request_parse_systemone, jev_request_parse_openai
 #include "wire/response.h" // defines: jev_response_error, jev_response_request_error
-#include "wire/route.h"    // defines: jev_decide_http
 
 #include "decide/pipeline.h" // defines: jev_decider_engine (the engine's precision for /v1/models)
 
 #include <errno.h>
 #include <netdb.h>
-#include <pthread.h>
+#include <poll.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <poll.h>
 #include <sys/random.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <unistd.h>
-
-struct jev_server {
-    struct http_loop *loop;       /* NULL until started */
-    struct jev_model *model;      /* not owned */
-    struct jev_decider *decider;  /* not owned; used under decide_lock only */
-    pthread_mutex_t decide_lock;  /* one decision at a time */
-    atomic_int admitted;          /* requests past the queue gate and not finished */
-    atomic_ullong next_id;        /* request counter for the ids */
-    uint32_t id_prefix;           /* random per server: ids stay unique across restarts */
-    int32_t port;                 /* the bound port */
-    int32_t max_queue;            /* params.max_queue */
-    size_t max_body;              /* resolved params.max_body_bytes */
-    char *api_key;                /* owned copy; NULL = no authentication */
-    size_t api_key_len;           /* strlen(api_key) */
-    char model_name[256];         /* the model directory's last component, as responses say it */
-    struct sockaddr_storage addr; /* the address bound */
-    socklen_t addr_len;
-};
-
-enum route { ROUTE_NONE, ROUTE_SYSTEMONE, ROUTE_DECISIONS, ROUTE_MODELS, ROUTE_HEALTH };
 
 /* One request's state, from its head to its completion callback. */
 struct request {
@@ -75,7 +56,6 @@ struct request {
     bool too_large;      /* the body passed the limit: the answer is 413 */
     bool answered;       /* a response was queued */
     size_t dropped;      /* body bytes of a route that takes none, counted against the limit */
-    const char *note;    /* appended to the log line (a decision's prefix), static */
 };
 
 struct jev_server_params jev_server_default_params(void) {
@@ -85,8 +65,12 @@ struct jev_server_params jev_server_default_params(void) {
         .api_key = NULL,
         .max_body_bytes = JEV_SERVER_MAX_BODY_DEFAULT,
         .max_queue = 64,
+        .max_running = 32,
+        .max_batch = 0,
         .http_threads = 4,
         .idle_timeout_s = 60,
+        .read_timeout_s = 30,
+        .max_connections = 0,
     };
     return p;
 }
@@ -101,27 +85,37 @@ static void next_id(struct jev_server *s, char *out, size_t size) {
     snprintf(out, size, "req_%08x%012llx", s->id_prefix, (unsigned long long)atomic_fetch_add(&s->next_id, 1));
 }
 
-/* Queues body (malloc'd, freed here; NULL = out of memory) with the headers every response
- * carries, plus one extra header when name is non-NULL, and writes the log line. */
-static void respond(struct http_exchange *x, struct request *rq, unsigned status, char *body, const char *name,
-                    const char *value) {
+void server_answer(struct jev_server *s, struct http_exchange *x, enum route route, const char *id, const char *method,
+                   const char *path, double start_ms, unsigned status, char *body, const char *name, const char *value,
+                   const char *note) {
+    (void)s;
     const char *b = body;
     if (!b) {
         b = oom_body;
         status = 500;
         name = NULL;
     }
-    const char *headers[] = {"Content-Type", "application/json", "x-typesafe-request-id", rq->id, name, value, NULL};
+    const char *headers[] = {"Content-Type", "application/json", "x-typesafe-request-id", id, name, value, NULL};
     http_respond(x, status, headers, b, strlen(b));
     free(body);
-    rq->answered = true;
-    jev_log(JEV_LOG_INFO, "%s %s %u %.1f ms %s%s", rq->method, rq->path, status, jev_now_ms() - rq->start_ms, rq->id,
-            rq->note ? rq->note : "");
+    double ms = jev_now_ms() - start_ms;
+    metrics_answer(&s->metrics, route, status, ms);
+    jev_log(JEV_LOG_INFO, "%s %s %u %.1f ms %s%s", method, path, status, ms, id, note ? note : "");
 }
 
-static void respond_error(struct http_exchange *x, struct request *rq, unsigned status, const char *type,
-                          const char *message, const char *name, const char *value) {
-    respond(x, rq, status, jev_response_error((int)status, type, message), name, value);
+char *server_error_body(unsigned status, const char *type, const char *message) {
+    return jev_response_error((int)status, type, message);
+}
+
+static void respond(struct http_exchange *x, struct jev_server *s, struct request *rq, unsigned status, char *body,
+                    const char *name, const char *value) {
+    server_answer(s, x, rq->route, rq->id, rq->method, rq->path, rq->start_ms, status, body, name, value, NULL);
+    rq->answered = true;
+}
+
+static void respond_error(struct http_exchange *x, struct jev_server *s, struct request *rq, unsigned status,
+                          const char *type, const char *message, const char *name, const char *value) {
+    respond(x, s, rq, status, server_error_body(status, type, message), name, value);
 }
 
 /* {"models":[{"name","description","release_date","precision"}]} (spec §1, TypeSafe's form) plus OpenAI's
@@ -159,6 +153,10 @@ static enum route route_of(const char *path) {
         return ROUTE_MODELS;
     if (!strcmp(path, "/health"))
         return ROUTE_HEALTH;
+    if (!strcmp(path, "/ready"))
+        return ROUTE_READY;
+    if (!strcmp(path, "/metrics"))
+        return ROUTE_METRICS;
     return ROUTE_NONE;
 }
 
@@ -192,61 +190,94 @@ static bool body_append(const struct jev_server *s, struct request *rq, const ch
 
 /* ---- decisions ---- */
 
-/* The queue is full: the body is still validated first (spec §6.2: validation precedes the load
- * gate), so a broken request gets its own 400/413/422/501 rather than an invitation to retry. */
-static void refuse_busy(struct http_exchange *x, struct jev_server *s, struct request *rq) {
-    struct jev_request r;
+/*
+ * Parsed and validated here, on the HTTP thread (spec §6.2: validation precedes the load gate, so a
+ * broken request gets its own 400/413/422/501 rather than an invitation to retry), then admitted
+ * to the scheduler with the answer deferred, or refused: 429 with Retry-After when the queue is
+ * full, 503 with Retry-After while the server drains.
+ */
+static void decide(struct http_exchange *x, struct jev_server *s, struct request *rq) {
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) {
+        respond(x, s, rq, 500, NULL, NULL, NULL);
+        return;
+    }
     struct jev_request_error rerr = {0};
-    struct jev_request_opts opts = {.no_vision = s->model->params.no_vision};
+    struct jev_request_opts opts = {.no_vision = !jev_decider_has_vision(s->decider)};
     const char *b = jev_buf_str(&rq->body);
-    enum jev_status st = rq->route == ROUTE_DECISIONS ? jev_request_parse_openai(b, rq->body.len, &opts, &r, &rerr)
-                                                      : jev_request_parse_systemone(b, rq->body.len, &opts, &r, &rerr);
-    if (st != JEV_OK) {
-        respond(x, rq, rerr.http_status ? (unsigned)rerr.http_status : 500, jev_response_request_error(&rerr), NULL,
+    j->shape = rq->route == ROUTE_DECISIONS ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
+    enum jev_status st = j->shape == JEV_SHAPE_OPENAI
+                             ? jev_request_parse_openai(b, rq->body.len, &opts, &j->r, &rerr)
+                             : jev_request_parse_systemone(b, rq->body.len, &opts, &j->r, &rerr);
+    if (st != JEV_OK) { /* the same body and status as jev_decide_json's refusal */
+        free(j);
+        respond(x, s, rq, rerr.http_status ? (unsigned)rerr.http_status : 500, jev_response_request_error(&rerr), NULL,
                 NULL);
         return;
     }
-    jev_request_free(&r);
-    char msg[200];
-    snprintf(msg, sizeof msg, "server: the decision queue is full (%d waiting, the --max-queue limit); retry later",
-             s->max_queue);
-    respond_error(x, rq, 429, "rate_limit_error", msg, "Retry-After", "1");
-}
-
-static void decide(struct http_exchange *x, struct jev_server *s, struct request *rq) {
-    if (atomic_fetch_add(&s->admitted, 1) + 1 > s->max_queue + 1) {
-        atomic_fetch_sub(&s->admitted, 1);
-        refuse_busy(x, s, rq);
+    j->route = rq->route;
+    j->start_ms = rq->start_ms;
+    memcpy(j->id, rq->id, sizeof j->id);
+    memcpy(j->method, rq->method, sizeof j->method);
+    memcpy(j->path, rq->path, sizeof j->path);
+    /* the answer comes later, from the scheduler (or from sched_admit's refusal: 429, 503) */
+    if (!(j->ticket = http_defer(x))) {
+        job_free(j);
+        respond(x, s, rq, 500, NULL, NULL, NULL);
         return;
     }
-    char *resp = NULL;
-    int32_t http = 500;
-    struct jev_decide_stats stats = {0};
-    enum jev_request_shape shape = rq->route == ROUTE_DECISIONS ? JEV_SHAPE_OPENAI : JEV_SHAPE_SYSTEMONE;
-    pthread_mutex_lock(&s->decide_lock);
-    enum jev_status st = jev_decide_http(s->decider, jev_buf_str(&rq->body), rq->body.len, shape, &resp, &http, &stats);
-    pthread_mutex_unlock(&s->decide_lock);
-    atomic_fetch_sub(&s->admitted, 1);
-    if (st == JEV_OK)
-        rq->note = stats.prefix_reused ? " prefix kept" : " prefix computed";
-    respond(x, rq, (unsigned)http, resp, NULL, NULL);
+    rq->answered = true;
+    if (sched_admit(s, j) != 0)
+        job_free(j);
 }
 
 /* 200 {"status":"ok"} while the decider can answer; 503 {"status":"unavailable","error":...} once
- * its device failed for good, so that a load balancer's probe takes this replica out. */
-static void health(struct http_exchange *x, struct jev_server *s, struct request *rq) {
+ * its device failed for good, so that a load balancer's probe takes this replica out, and 503
+ * {"status":"draining"} once the server stops admitting. Answered here, never behind a decision. */
+static void health(struct http_exchange *x, struct jev_server *s, struct request *rq, bool ready) {
     char why[512];
-    if (jev_decider_status(s->decider, why, sizeof why) == JEV_OK) {
-        respond(x, rq, 200, strdup("{\"status\":\"ok\"}"), NULL, NULL);
-        return;
-    }
-    jev_jsonw_utf8_fix(why); /* the message may quote bytes from outside */
+    bool lost = jev_decider_status(s->decider, why, sizeof why) != JEV_OK;
+    bool draining = atomic_load(&s->draining);
+    int32_t queued = 0, running = 0;
+    sched_counts(s, &queued, &running);
+    bool full = queued + running >= s->p.max_queue + s->p.max_running;
     struct jev_jsonw w;
     jev_jsonw_init(&w);
-    jev_jsonw_raw(&w, "{\"status\":\"unavailable\",\"error\":");
-    jev_jsonw_str(&w, why);
+    const char *status = lost ? "unavailable" : draining ? "draining" : !ready ? "ok" : full ? "full" : "ready";
+    jev_jsonw_raw(&w, "{\"status\":");
+    jev_jsonw_str(&w, status);
+    if (ready) { /* the readiness form: how loaded this replica is */
+        char nums[200];
+        snprintf(nums, sizeof nums, ",\"queued\":%d,\"running\":%d,\"max_queue\":%d,\"max_running\":%d", queued,
+                 running, s->p.max_queue, s->p.max_running);
+        jev_jsonw_raw(&w, nums);
+    }
+    if (lost) {
+        jev_jsonw_utf8_fix(why); /* the message may quote bytes from outside */
+        jev_jsonw_raw(&w, ",\"error\":");
+        jev_jsonw_str(&w, why);
+    }
     jev_jsonw_raw(&w, "}");
-    respond(x, rq, 503, jev_jsonw_finish(&w), NULL, NULL);
+    bool ok = !lost && !draining && !(ready && full);
+    respond(x, s, rq, ok ? 200 : 503, jev_jsonw_finish(&w), ok ? NULL : "Retry-After", ok ? NULL : "1");
+}
+
+/* The Prometheus text format (not JSON: the one response that is not). */
+static void metrics(struct http_exchange *x, struct jev_server *s, struct request *rq) {
+    int32_t queued = 0, running = 0;
+    sched_counts(s, &queued, &running);
+    char *text = metrics_text(&s->metrics, queued, running, http_loop_connections(s->loop), s->p.max_queue,
+                              atomic_load(&s->draining));
+    if (!text) {
+        respond(x, s, rq, 500, NULL, NULL, NULL);
+        return;
+    }
+    const char *headers[] = {"Content-Type", "text/plain; version=0.0.4; charset=utf-8", "x-typesafe-request-id",
+                             rq->id, NULL};
+    http_respond(x, 200, headers, text, strlen(text));
+    free(text);
+    rq->answered = true;
+    metrics_answer(&s->metrics, rq->route, 200, jev_now_ms() - rq->start_ms);
 }
 
 /* ---- the handler (http-int.h) ---- */
@@ -274,7 +305,7 @@ static struct request *request_new(struct jev_server *s, struct http_exchange *x
 static void too_large(struct http_exchange *x, struct jev_server *s, struct request *rq) {
     char msg[200];
     snprintf(msg, sizeof msg, "server: the body is over the limit of %zu bytes (--max-body)", s->max_body);
-    respond_error(x, rq, 413, "request_too_large_error", msg, NULL, NULL);
+    respond_error(x, s, rq, 413, "request_too_large_error", msg, NULL, NULL);
 }
 
 /* The head: state, route, method, key and declared size. Answers only a refusal. */
@@ -286,12 +317,12 @@ static void on_head(void *ctx, struct http_exchange *x) {
         return;
     rq->route = route_of(h->path);
     if (rq->route == ROUTE_NONE) {
-        char msg[200];
+        char msg[300];
         snprintf(msg, sizeof msg,
                  "server: no route %.100s (routes: POST /v1/systemone, POST /v1/decisions, "
-                 "GET /v1/models, GET /health)",
+                 "GET /v1/models, GET /health, GET /ready, GET /metrics)",
                  h->path);
-        respond_error(x, rq, 404, "not_found_error", msg, NULL, NULL);
+        respond_error(x, s, rq, 404, "not_found_error", msg, NULL, NULL);
         return;
     }
     bool post = route_is_post(rq->route);
@@ -300,15 +331,16 @@ static void on_head(void *ctx, struct http_exchange *x) {
         const char *allow = post ? "POST" : "GET, HEAD";
         char msg[200];
         snprintf(msg, sizeof msg, "server: %.100s takes %s, not %.20s", h->path, allow, h->method);
-        respond_error(x, rq, 405, "invalid_request_error", msg, "Allow", allow);
+        respond_error(x, s, rq, 405, "invalid_request_error", msg, "Allow", allow);
         return;
     }
-    /* /health stays open so that a load balancer can probe without the key; a second
-     * Authorization field is refused like a wrong one */
+    /* /health, /ready and /metrics stay open so that a load balancer and a metrics scraper can probe
+     * without the key; a second Authorization field is refused like a wrong one */
     int n_auth = 0;
     const char *auth = http_head_field(h, "Authorization", &n_auth);
-    if (s->api_key && rq->route != ROUTE_HEALTH && (n_auth != 1 || !key_matches(s, auth))) {
-        respond_error(x, rq, 401, "authentication_error",
+    bool open_route = rq->route == ROUTE_HEALTH || rq->route == ROUTE_READY || rq->route == ROUTE_METRICS;
+    if (s->api_key && !open_route && (n_auth != 1 || !key_matches(s, auth))) {
+        respond_error(x, s, rq, 401, "authentication_error",
                       "server: this server needs \"Authorization: Bearer <key>\" with its API key", NULL, NULL);
         return;
     }
@@ -320,7 +352,7 @@ static void on_head(void *ctx, struct http_exchange *x) {
         else
             snprintf(msg, sizeof msg, "server: the body has %llu bytes, over the limit of %zu (--max-body)",
                      (unsigned long long)h->length, s->max_body);
-        respond_error(x, rq, 413, "request_too_large_error", msg, NULL, NULL);
+        respond_error(x, s, rq, 413, "request_too_large_error", msg, NULL, NULL);
     }
 }
 
@@ -338,7 +370,7 @@ static void on_body(void *ctx, struct http_exchange *x, const char *data, size_t
         return;
     }
     if (!body_append(s, rq, data, n))
-        respond(x, rq, 500, NULL, NULL, NULL);
+        respond(x, s, rq, 500, NULL, NULL, NULL);
     else if (rq->too_large)
         too_large(x, s, rq);
 }
@@ -349,8 +381,10 @@ static void on_end(void *ctx, struct http_exchange *x) {
     if (!rq || rq->answered)
         return;
     switch (rq->route) {
-    case ROUTE_HEALTH: health(x, s, rq); return;
-    case ROUTE_MODELS: respond(x, rq, 200, models_body(s), NULL, NULL); return;
+    case ROUTE_HEALTH: health(x, s, rq, false); return;
+    case ROUTE_READY: health(x, s, rq, true); return;
+    case ROUTE_METRICS: metrics(x, s, rq); return;
+    case ROUTE_MODELS: respond(x, s, rq, 200, models_body(s), NULL, NULL); return;
     default: break;
     }
     if (rq->too_large)
@@ -369,8 +403,11 @@ static void on_refused(void *ctx, struct http_exchange *x, const struct http_ref
         return;
     const char *type = r->status == 413 || r->status == 414 || r->status == 431 ? "request_too_large_error"
                        : r->status == 501 || r->status == 505                   ? "not_supported_error"
+                       : r->status == 503                                       ? "unavailable_error"
+                       : r->status == 408                                       ? "request_timeout_error"
                                                                                 : "invalid_request_error";
-    respond_error(x, rq, (unsigned)r->status, type, r->message, NULL, NULL);
+    respond_error(x, s, rq, (unsigned)r->status, type, r->message, r->retry_after ? "Retry-After" : NULL,
+                  r->retry_after ? "1" : NULL);
 }
 
 static void on_done(void *ctx, struct http_exchange *x) {
@@ -425,9 +462,15 @@ static int32_t max_connections(void) {
     return n > 128 ? (int32_t)(n - 64) : 64;
 }
 
+/* Stops the scheduler (what is not started is answered 503), then the loop, then frees. */
 static void server_free(struct jev_server *s) {
+    sched_stop(s);
     http_loop_stop(s->loop);
-    pthread_mutex_destroy(&s->decide_lock);
+    jev_batcher_free(s->batcher);
+    pthread_mutex_destroy(&s->engine_lock);
+    pthread_mutex_destroy(&s->qlock);
+    pthread_cond_destroy(&s->qcond);
+    pthread_cond_destroy(&s->idle);
     free(s->api_key);
     free(s);
 }
@@ -448,17 +491,34 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
                         p.max_body_bytes, JEV_DECIDE_MAX_BODY_BYTES);
     if (p.max_queue < 0)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_queue %d is negative", p.max_queue);
+    if (p.max_running < 0 || p.max_running > 4096)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_running %d is not in 0..4096", p.max_running);
+    if (p.max_batch < 0)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_batch %d is negative", p.max_batch);
     if (p.http_threads < 0 || p.http_threads > 1024)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: http_threads %d is not in 0..1024", p.http_threads);
     if (p.idle_timeout_s < 0 || p.idle_timeout_s > 86400)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: idle_timeout_s %d is not in 0..86400", p.idle_timeout_s);
+    if (p.read_timeout_s < 0 || p.read_timeout_s > 86400)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: read_timeout_s %d is not in 0..86400", p.read_timeout_s);
+    if (p.max_connections < 0)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_connections %d is negative", p.max_connections);
     struct jev_server *s = calloc(1, sizeof *s);
     if (!s)
         return jev_fail(err, JEV_ERR_NOMEM, "server: out of memory");
-    pthread_mutex_init(&s->decide_lock, NULL);
+    pthread_mutex_init(&s->engine_lock, NULL);
+    pthread_mutex_init(&s->qlock, NULL);
+    pthread_cond_init(&s->qcond, NULL);
+    pthread_cond_init(&s->idle, NULL);
     s->model = model;
     s->decider = decider;
-    s->max_queue = p.max_queue;
+    if (p.max_running == 0)
+        p.max_running = 32;
+    if (p.max_connections == 0 || p.max_connections > max_connections())
+        p.max_connections = max_connections();
+    s->p = p;
+    s->p.api_key = NULL;
+    s->p.host = NULL;
     s->max_body = p.max_body_bytes ? p.max_body_bytes : JEV_SERVER_MAX_BODY_DEFAULT;
     base_name(model->dir, s->model_name, sizeof s->model_name);
     if (getrandom(&s->id_prefix, sizeof s->id_prefix, 0) != (ssize_t)sizeof s->id_prefix)
@@ -475,12 +535,18 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         server_free(s);
         return err->status;
     }
+    struct jev_batch_params bp = {.max_rows = p.max_batch, .max_running = p.max_running};
+    if (jev_batcher_new(decider, &bp, &s->batcher, err) != JEV_OK || sched_start(s, err) != JEV_OK) {
+        server_free(s);
+        return err->status;
+    }
     struct http_loop_params lp = {
         .addr = s->addr,
         .addr_len = s->addr_len,
         .threads = p.http_threads ? p.http_threads : 4,
         .idle_timeout_s = p.idle_timeout_s,
-        .max_connections = max_connections(),
+        .read_timeout_s = p.read_timeout_s,
+        .max_connections = p.max_connections,
         .handler = {.ctx = s, .head = on_head, .body = on_body, .end = on_end, .refused = on_refused, .done = on_done},
     };
     char why[256];
@@ -496,10 +562,14 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
 
 int32_t jev_server_port(const struct jev_server *s) { return s->port; }
 
-int32_t jev_server_queued(const struct jev_server *s) { return atomic_load(&s->admitted); }
+int32_t jev_server_queued(const struct jev_server *s) {
+    int32_t q = 0, r = 0;
+    sched_counts((struct jev_server *)(uintptr_t)s, &q, &r);
+    return q + r;
+}
 
-void jev_server_lock(struct jev_server *s) { pthread_mutex_lock(&s->decide_lock); }
-void jev_server_unlock(struct jev_server *s) { pthread_mutex_unlock(&s->decide_lock); }
+void jev_server_lock(struct jev_server *s) { pthread_mutex_lock(&s->engine_lock); }
+void jev_server_unlock(struct jev_server *s) { pthread_mutex_unlock(&s->engine_lock); }
 
 void jev_server_stop(struct jev_server *s) {
     if (s)
@@ -526,5 +596,31 @@ enum jev_status jev_server_wait(struct jev_server *s, int stop_fd, int check_ms,
         if (r < 0 && errno == EINTR)
             continue;
         return jev_fail(err, JEV_ERR_IO, "server: the stop request's pipe %s", r == 0 ? "closed" : strerror(errno));
+    }
+}
+
+enum jev_status jev_server_drain(struct jev_server *s, int stop_fd, int wait_ms, unsigned char *stop_byte,
+                                 struct jev_error *err) {
+    atomic_store(&s->draining, true);
+    http_loop_close_after_each(s->loop);
+    double sent_by = -1; /* once every answer is computed: the most we wait for the sending */
+    for (;;) {
+        int32_t queued = 0, running = 0;
+        sched_counts(s, &queued, &running);
+        if (queued + running == 0) {
+            if (sent_by < 0)
+                sent_by = jev_now_ms() + (wait_ms > 0 ? wait_ms : 0);
+            if (http_loop_pending(s->loop) == 0 || jev_now_ms() >= sent_by)
+                return JEV_OK;
+        }
+        struct pollfd p = {.fd = stop_fd, .events = POLLIN};
+        int n = poll(&p, stop_fd >= 0 ? 1 : 0, 20);
+        if (n < 0 && errno != EINTR)
+            return jev_fail(err, JEV_ERR_IO, "server: waiting for the drain: %s", strerror(errno));
+        if (n > 0) {
+            ssize_t r = read(stop_fd, stop_byte, 1);
+            if (r == 1 || (r < 0 && errno != EINTR))
+                return jev_fail(err, JEV_ERR_ABORTED, "server: stopped during the drain");
+        }
     }
 }

@@ -76,6 +76,33 @@ static const char *model_name(const struct jev_decider *d) {
     return b;
 }
 
+enum jev_status jev_decide_answer(const struct jev_decider *d, enum jev_request_shape shape,
+                                  const struct jev_request *r, enum jev_status s, const struct jev_decide_result *res,
+                                  const struct jev_error *err, char **response, struct jev_request_error *rerr) {
+    memset(rerr, 0, sizeof *rerr);
+    *response = NULL;
+    if (s == JEV_OK && res->generated && !res->valid) {
+        /* a generated output that fails the schema answers nothing */
+        s = JEV_ERR_FORMAT;
+        rerr->http_status = 0;
+        rerr->type = "server_error";
+        snprintf(rerr->message, sizeof rerr->message,
+                 "generate_json: the model's output does not meet the schema: %.400s", res->gen.reason);
+    } else if (s != JEV_OK) {
+        map_error(s, err, rerr);
+    }
+    if (s == JEV_OK) {
+        const char *name = model_name(d);
+        *response = shape == JEV_SHAPE_OPENAI ? jev_response_openai(r, &res->answers, name, &res->usage)
+                                              : jev_response_systemone(r, &res->answers, name, &res->usage);
+        if (!*response)
+            s = JEV_ERR_NOMEM;
+    } else {
+        *response = jev_response_request_error(rerr);
+    }
+    return s;
+}
+
 enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t len, enum jev_request_shape shape,
                                 const struct jev_decide_params *p, char **response, struct jev_request_error *rerr,
                                 struct jev_decide_result *result) {
@@ -105,26 +132,7 @@ enum jev_status jev_decide_body(struct jev_decider *d, const char *body, size_t 
     struct jev_decide_result res;
     struct jev_error err = {0};
     s = jev_decide_run(d, &r, p, &res, &err);
-    if (s == JEV_OK && res.generated && !res.valid) {
-        /* a generated output that fails the schema answers nothing */
-        s = JEV_ERR_FORMAT;
-        memset(re, 0, sizeof *re);
-        re->http_status = 0;
-        re->type = "server_error";
-        snprintf(re->message, sizeof re->message, "generate_json: the model's output does not meet the schema: %.400s",
-                 res.gen.reason);
-    } else if (s != JEV_OK) {
-        map_error(s, &err, re);
-    }
-    if (s == JEV_OK) {
-        const char *name = model_name(d);
-        *response = shape == JEV_SHAPE_OPENAI ? jev_response_openai(&r, &res.answers, name, &res.usage)
-                                              : jev_response_systemone(&r, &res.answers, name, &res.usage);
-        if (!*response)
-            s = JEV_ERR_NOMEM;
-    } else {
-        *response = jev_response_request_error(re);
-    }
+    s = jev_decide_answer(d, shape, &r, s, &res, &err, response, re);
     if (result && (s == JEV_OK || res.generated))
         *result = res;
     else
