@@ -651,7 +651,7 @@ static void test_questions_run_in_groups_that_fit(void **state) {
                 at += snprintf(desc + at, sizeof desc - (size_t)at, " door%d", w);
             json_object_set_new(crit, key, json_string(desc));
         }
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "q%d", i);
         json_object_set_new(
             qs, id, json_pack("{s:s, s:s, s:o}", "type", "choice", "instructions", "Which one?", "criteria", crit));
