@@ -6,6 +6,11 @@
  * tests of requests answered in company use; one request alone is compared
  * byte for byte instead.
  *
+ * Where the CPU kernels allow it (OpenBLAS's SkylakeX kernels: rows of a
+ * matrix product do not depend on the other rows of the call, backend/cpu/
+ * cpu-matmul.c), answers in company are the same bytes as alone, and the
+ * tests ask for that (answer_exact_company).
+ *
  * What it is not: a JSON diff for people (it reports the largest difference
  * and whether anything else differed). Header-only (static functions).
  */
@@ -16,6 +21,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
+#include <strings.h>
 
 /* Walks a and b together: *worst gets the largest |a - b| over their real numbers; false when
  * anything but a real number differs (a key, a string, an integer, a length, a type). */
@@ -60,6 +66,27 @@ static inline double answer_diff(const char *a, const char *b) {
     json_decref(ja);
     json_decref(jb);
     return same ? worst : -1;
+}
+
+/* OpenBLAS's name for the kernels it runs (also what tools/jev.c reads). */
+char *openblas_get_corename(void);
+
+/* Whether answers in company are the same bytes as alone on this machine: the server (a jev child
+ * runs with the same OPENBLAS_CORETYPE, tests/run.sh) takes OpenBLAS's SkylakeX kernels. */
+static inline bool answer_exact_company(void) {
+    const char *core = openblas_get_corename();
+    return core && !strcasecmp(core, "skylakex");
+}
+
+/* A response in company against the same request's alone: the same bytes where the kernels allow it,
+ * else within 1e-6 with the same keys, choices and usage. *worst gets the difference (-1: other). */
+static inline bool answer_same_in_company(const char *company, const char *alone, double *worst) {
+    double d = company && alone ? answer_diff(company, alone) : -1;
+    if (worst)
+        *worst = d;
+    if (answer_exact_company())
+        return company && alone && !strcmp(company, alone);
+    return d >= 0 && d <= 1e-6;
 }
 
 #endif

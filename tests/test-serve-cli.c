@@ -210,6 +210,8 @@ static void test_cli_bad_options(void **state) {
         {"--max-running", "0", "bad value '0' for --max-running"},
         {"--read-timeout", "-1", "bad value '-1' for --read-timeout"},
         {"--max-connections", "0", "bad value '0' for --max-connections"},
+        {"--step-tokens", "8", "bad value '8' for --step-tokens"},
+        {"--prep-threads", "0", "bad value '0' for --prep-threads"},
         {"--nope", "1", "unknown or incomplete option '--nope'"},
         {"--host", NULL, "unknown or incomplete option '--host'"},
         {"--api-key", NULL, "unknown or incomplete option '--api-key'"},

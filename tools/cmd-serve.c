@@ -52,6 +52,10 @@ static void usage(FILE *f) {
             "                       (default 0 = none)\n"
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward, over all requests (default 64)\n"
+            "  --step-tokens N      tokens in one step's forward, the engine's slice (default 512; a GPU may\n"
+            "                       take more)\n"
+            "  --prep-threads N     threads that decode images and tokenize beside the model (default: half\n"
+            "                       the CPUs, 1..8)\n"
             "  --no-prefix-reuse    run every request's image and state afresh (by default the 4 most recent\n"
             "                       prefixes are kept: the same image bytes and state again skip vision and prefill)\n"
             "  -v                   one log line per request on stderr (and the engine's sizes at start)\n\n"
@@ -110,7 +114,7 @@ int cmd_serve(int argc, char **argv) {
     long max_body = (long)sp.max_body_bytes;
     struct cli_setup cs;
     cli_setup_init(&cs, "serve");
-    long max_tokens = cs.ep.max_tokens, max_batch = cs.ep.max_batch;
+    long max_tokens = cs.ep.max_tokens, max_batch = cs.ep.max_batch, step_tokens = cs.ep.prefill_chunk, prep = 0;
     bool reuse_prefix = true;
     sp.api_key = getenv("JEV_API_KEY");
     for (int i = 1; i < argc; i++) {
@@ -150,6 +154,10 @@ int cmd_serve(int argc, char **argv) {
             bad = parse_seconds(v, &request_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
+        } else if (!strcmp(a, "--step-tokens")) {
+            bad = cli_parse_long(v, 16, 65536, &step_tokens); /* the engine's prefill_chunk */
+        } else if (!strcmp(a, "--prep-threads")) {
+            bad = cli_parse_long(v, 1, 64, &prep);
         } else if (!strcmp(a, "--max-batch")) {
             bad = cli_parse_long(v, 1, 2048, &max_batch); /* with --max-running, within JEV_ENGINE_MAX_BATCH */
         } else {
@@ -175,6 +183,7 @@ int cmd_serve(int argc, char **argv) {
     sp.max_queue = (int32_t)max_queue;
     sp.max_running = (int32_t)max_running;
     sp.max_batch = (int32_t)max_batch;
+    sp.prep_threads = (int32_t)prep;
     sp.idle_timeout_s = (int32_t)idle_timeout;
     sp.read_timeout_s = (int32_t)read_timeout;
     sp.max_connections = (int32_t)max_conns;
@@ -203,6 +212,7 @@ int cmd_serve(int argc, char **argv) {
     /* sequences at once: one forward's suffixes (--max-batch), the prefix of every running request and
      * the four kept prefixes (the engine holds max_batch + 1) */
     cs.ep.max_batch = (int32_t)(max_batch + max_running + 4);
+    cs.ep.prefill_chunk = (int32_t)step_tokens;
     if (cli_setup_load(&cs, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;

@@ -7,12 +7,18 @@
 #ifndef JEV_DECIDE_BATCH_INT_H
 #define JEV_DECIDE_BATCH_INT_H
 
+#include <pthread.h>
+#include <stdatomic.h>
+
 #include "decide/batch.h"        // defines: struct jev_batcher, struct jev_batch_step
 #include "decide/pipeline-int.h" // defines: struct dc_req, struct jev_decider
 
 /* Where a request stands. */
+/* A slot's preparation (slot.prep): handed to a preparing thread, under way there, finished. */
+enum { PREP_QUEUED, PREP_RUNNING, PREP_DONE };
+
 enum phase {
-    PH_NEW,     /* added, not prepared */
+    PH_NEW,     /* added, being prepared on a preparing thread (slot.prep) */
     PH_WHOLE,   /* a path or scoring the batch does not share: it runs whole, alone (jev_decide_run) */
     PH_READY,   /* prepared (tokens, image, batch size, pages), waiting to be admitted to the engine */
     PH_VISION,  /* admitted, owns a new prefix: its image goes through the tower */
@@ -55,11 +61,14 @@ struct slot {
     bool active;       /* admitted: holds res_pages and res_seqs of the engine */
     int32_t res_pages; /* K/V pages it may hold at once: its prefix and its largest group */
     int32_t res_seqs;  /* sequences: its prefix and a group's forks */
-    double t_begin;    /* when it was added (its time limit counts from here) */
+    double t_begin;    /* when it was added, then when its preparation began (its time limit counts from there) */
     int64_t forwards;  /* forwards it had work in */
     int64_t tokens;    /* its own tokens through the language model */
     int64_t rows;      /* its logit rows */
     bool vision_ran;   /* its image went through the tower */
+    atomic_int prep;   /* PREP_*: the preparing thread owns q, res and err until PREP_DONE */
+    enum jev_status prep_status; /* what dc_begin_detached returned */
+    struct slot *prep_next;      /* the preparation queue */
 };
 
 struct jev_batcher {
@@ -70,6 +79,13 @@ struct jev_batcher {
     uint64_t clock;
     bool big_next;  /* a unit over the token budget waits: the next forward is its alone */
     int32_t reused; /* slots that joined a prefix in this step (a kept or shared one) */
+    /* the preparing threads and their queue */
+    pthread_t *prep;
+    int32_t n_prep;
+    pthread_mutex_t prep_lock;
+    pthread_cond_t prep_cond;
+    struct slot *prep_head, *prep_tail;
+    bool prep_stop;
     /* the step's forward, grown as needed */
     int32_t cap_tokens, cap_pos, cap_embd, cap_runs, cap_seq_len, cap_rows, cap_cols, cap_logits;
     int32_t *ids, *pos, *seq_len, *out_idx, *cols;

@@ -11,7 +11,11 @@
  * goes first), while their tokens fit one slice of the engine and their
  * suffixes fit max_rows; so no piece is ever cut differently than alone.
  * A piece longer than a slice (a group of long suffixes) runs alone, as it
- * would alone. The label head runs over the union of the pieces' label ids;
+ * would alone; so does one of fewer than JEV_CPU_GEMM_MIN_N tokens (a prefix
+ * tail of one or two): the CPU's matrix products take other kernels below it,
+ * and its sums would change with company. Above it they do not
+ * (backend/cpu/cpu-matmul.c): on the CPU a request's answers are the same bits
+ * alone and in company. The label head runs over the union of the pieces' label ids;
  * each request reads its own columns.
  *
  * What it is not: admission (batch.c reserves what each request may hold,
@@ -23,9 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/timing.h"   // defines: jev_now_ms
-#include "decide/answer.h" // defines: jev_answer_set_probs
-#include "decide/labels.h" // defines: jev_labels_probs
+#include "backend/cpu/cpu.h" // defines: JEV_CPU_GEMM_MIN_N
+#include "base/timing.h"     // defines: jev_now_ms
+#include "decide/answer.h"   // defines: jev_answer_set_probs
+#include "decide/labels.h"   // defines: jev_labels_probs
 
 /* A piece of one request in the forward. */
 struct piece {
@@ -117,14 +122,17 @@ static void needs(const struct jev_batcher *b, const struct piece *p, int32_t *p
         *pages = 0;
 }
 
-/* Picks the pieces of this forward (moved to the front of ps); returns how many. A piece over the
- * slice runs alone: the first forward with nothing before it, or the next one. */
+/* Whether a piece runs in a forward of its own (see the top). */
+static bool alone(const struct piece *p, int32_t slice) { return p->tokens > slice || p->tokens < JEV_CPU_GEMM_MIN_N; }
+
+/* Picks the pieces of this forward (moved to the front of ps); returns how many. A piece that runs
+ * alone goes in the first forward with nothing before it, or the next one. */
 static int32_t pack(struct jev_batcher *b, struct piece *ps, int32_t n, int32_t slice) {
     const struct jev_engine *e = b->d->engine;
     if (b->big_next) {
         b->big_next = false;
         for (int32_t i = 0; i < n; i++)
-            if (ps[i].tokens > slice) {
+            if (alone(&ps[i], slice)) {
                 ps[0] = ps[i];
                 return 1;
             }
@@ -133,7 +141,7 @@ static int32_t pack(struct jev_batcher *b, struct piece *ps, int32_t n, int32_t 
     for (int32_t i = 0; i < n; i++) {
         struct piece p = ps[i];
         int32_t r = p.prefill ? 1 : p.n, w = p.prefill ? 0 : p.n;
-        if (p.tokens > slice) {
+        if (alone(&p, slice)) {
             if (taken == 0) {
                 ps[0] = p;
                 return 1;

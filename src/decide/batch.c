@@ -3,8 +3,11 @@
  * per request, and the step that moves them all forward.
  *
  * A request on the shared path with label scoring (what the server asks
- * for) goes: prepared (image decoded or its kept embeddings copied, tokens,
- * the batch size that fits the K/V pool: dc_begin, dc_fit_batch), admitted
+ * for) goes: prepared on one of the batch's preparing threads while the
+ * engine's thread runs forwards (its image decoded and preprocessed, its
+ * prompt tokenized: dc_begin_detached), then on the engine's thread (the
+ * kept tower output of the same image bytes taken instead, the batch size
+ * that fits the K/V pool: dc_begin_attach, dc_fit_batch), admitted
  * when the engine has the pages and sequences it may need at once beside the
  * others admitted (so no forward ever runs out of them), its prefix found
  * (the same key in use by another request or kept by the decider: forked
@@ -33,7 +36,44 @@
 
 #include "base/timing.h" // defines: jev_now_ms
 
-#define PREPARE_PER_STEP 4 /* new requests prepared (image decoded, tokens) per step */
+#include <unistd.h>
+
+/* A preparing thread: slots from the queue through dc_begin_detached (what never changes after the
+ * decider's init, and the slot's own memory, which the engine's thread leaves alone until PREP_DONE). */
+static void *prep_main(void *arg) {
+    struct jev_batcher *b = arg;
+    for (;;) {
+        pthread_mutex_lock(&b->prep_lock);
+        while (!b->prep_stop && !b->prep_head)
+            pthread_cond_wait(&b->prep_cond, &b->prep_lock);
+        struct slot *s = b->prep_head;
+        if (b->prep_stop || !s) {
+            pthread_mutex_unlock(&b->prep_lock);
+            return NULL;
+        }
+        b->prep_head = s->prep_next;
+        if (!b->prep_head)
+            b->prep_tail = NULL;
+        atomic_store(&s->prep, PREP_RUNNING);
+        pthread_mutex_unlock(&b->prep_lock);
+        s->t_begin = jev_now_ms(); /* its run begins: the time limit counts from here, as jev_decide_run's */
+        s->has_q = true;
+        s->prep_status = dc_begin_detached(b->d, s->r, &s->p, &s->res, &s->err, &s->q);
+        atomic_store_explicit(&s->prep, PREP_DONE, memory_order_release);
+        if (b->p.wake)
+            b->p.wake(b->p.wake_ctx);
+    }
+}
+
+static void prep_stop(struct jev_batcher *b) {
+    pthread_mutex_lock(&b->prep_lock);
+    b->prep_stop = true;
+    pthread_cond_broadcast(&b->prep_cond);
+    pthread_mutex_unlock(&b->prep_lock);
+    for (int32_t i = 0; i < b->n_prep; i++)
+        pthread_join(b->prep[i], NULL);
+    b->n_prep = 0;
+}
 
 enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_params *p, struct jev_batcher **out,
                                 struct jev_error *err) {
@@ -48,6 +88,12 @@ enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_pa
         bp.max_rows = d->engine->params.max_batch;
     if (bp.max_running == 0)
         bp.max_running = 32;
+    if (bp.prep_threads <= 0) {
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        bp.prep_threads = cpus > 1 ? (int32_t)(cpus / 2) : 1;
+    }
+    if (bp.prep_threads > 8)
+        bp.prep_threads = 8;
     struct jev_batcher *b = calloc(1, sizeof *b);
     if (b) {
         b->slots = calloc((size_t)bp.max_running, sizeof *b->slots);
@@ -63,6 +109,18 @@ enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_pa
     }
     b->d = d;
     b->p = bp;
+    pthread_mutex_init(&b->prep_lock, NULL);
+    pthread_cond_init(&b->prep_cond, NULL);
+    b->prep = calloc((size_t)bp.prep_threads, sizeof *b->prep);
+    for (int32_t i = 0; b->prep && i < bp.prep_threads; i++) {
+        if (pthread_create(&b->prep[i], NULL, prep_main, b) != 0)
+            break;
+        b->n_prep++;
+    }
+    if (b->n_prep == 0) {
+        jev_batcher_free(b);
+        return jev_fail(err, JEV_ERR_NOMEM, "batch: cannot start a preparing thread");
+    }
     *out = b;
     return JEV_OK;
 }
@@ -70,6 +128,7 @@ enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_pa
 void jev_batcher_free(struct jev_batcher *b) {
     if (!b)
         return;
+    prep_stop(b); /* a preparation under way finishes first */
     for (int32_t i = 0; i < b->p.max_running; i++) {
         struct slot *s = &b->slots[i];
         if (s->used && !s->done)
@@ -87,6 +146,9 @@ void jev_batcher_free(struct jev_batcher *b) {
     free(b->embd);
     free(b->seqs);
     free(b->logits);
+    free(b->prep);
+    pthread_mutex_destroy(&b->prep_lock);
+    pthread_cond_destroy(&b->prep_cond);
     free(b);
 }
 
@@ -117,6 +179,21 @@ enum jev_status jev_batcher_add(struct jev_batcher *b, const struct jev_request 
         s->entry = -1;
         s->ph = PH_NEW;
         s->t_begin = jev_now_ms();
+        if (s->p.path != JEV_DECIDE_SHARED || s->p.scoring != JEV_SCORING_LABEL) {
+            s->ph = PH_WHOLE; /* jev_decide_run prepares it itself */
+            atomic_store(&s->prep, PREP_DONE);
+            return JEV_OK;
+        }
+        atomic_store(&s->prep, PREP_QUEUED);
+        pthread_mutex_lock(&b->prep_lock);
+        s->prep_next = NULL;
+        if (b->prep_tail)
+            b->prep_tail->prep_next = s;
+        else
+            b->prep_head = s;
+        b->prep_tail = s;
+        pthread_cond_signal(&b->prep_cond);
+        pthread_mutex_unlock(&b->prep_lock);
         return JEV_OK;
     }
     return jev_fail(err, JEV_ERR_INVALID_ARG, "batch: no room (%d requests at once, max_running)", b->p.max_running);
@@ -235,24 +312,21 @@ void bt_finish(struct jev_batcher *b, struct slot *s, enum jev_status status, co
     }
 }
 
-/* Prepares a new slot: the whole-run paths are marked; a shared label request gets its image (or its
- * kept embeddings, copied now: the decider may drop them before the prefill), tokens, scratch, the
- * batch size that fits the engine, and its reservation. */
+/* A slot its preparing thread has finished, on the engine's thread: the kept tower output of the same
+ * image bytes replaces the decoded pixels (copied now: the decider may drop it before the prefill),
+ * the batch size that fits the engine, and its reservation. */
 static void prepare(struct jev_batcher *b, struct slot *s) {
     struct jev_decider *d = b->d;
     if (atomic_load_explicit(&d->lost, memory_order_acquire)) {
         bt_finish(b, s, jev_fail(&s->err, JEV_ERR_DEVICE_LOST, "%s (earlier; restart the engine)", d->lost_msg), NULL);
         return;
     }
-    if (s->p.path != JEV_DECIDE_SHARED || s->p.scoring != JEV_SCORING_LABEL) {
-        s->ph = PH_WHOLE;
-        return;
-    }
-    s->has_q = true;
     struct dc_req *q = &s->q;
-    enum jev_status st = dc_begin(d, s->r, &s->p, &s->res, &s->err, q);
-    if (st == JEV_OK && q->image_deferred)
-        dc_image_from_kept(q);
+    enum jev_status st = s->prep_status;
+    if (st == JEV_OK) {
+        dc_begin_attach(q);
+        dc_track(q);
+    }
     int32_t pages = 0, seqs = 0;
     room(b, &pages, &seqs);
     s->B = st == JEV_OK ? dc_batch_size(q) : 0;
@@ -366,7 +440,6 @@ static void admit(struct jev_batcher *b, struct slot **order, int32_t n) {
             continue; /* waits for the prefix another slot makes; admitted once it is ready */
         }
         s->active = true;
-        s->t_begin = jev_now_ms(); /* its time limit counts from here, as a run's from its start */
         pages -= s->res_pages;
         seqs -= s->res_seqs;
     }
@@ -408,6 +481,8 @@ bool jev_batcher_step(struct jev_batcher *b, struct jev_batch_step *st) {
     /* given up, past the time limit (as dc_forward says it), or the device lost by another's forward */
     for (int32_t i = 0; i < n; i++) {
         struct slot *s = order[i];
+        if (atomic_load_explicit(&s->prep, memory_order_acquire) != PREP_DONE)
+            continue; /* its preparing thread has it */
         double spent = now - s->t_begin;
         if (lost && s->ph != PH_NEW)
             bt_finish(b, s, jev_fail(&s->err, JEV_ERR_DEVICE_LOST, "%s (earlier; restart the engine)", b->d->lost_msg),
@@ -422,12 +497,12 @@ bool jev_batcher_step(struct jev_batcher *b, struct jev_batch_step *st) {
                       NULL);
         worked |= s->done;
     }
-    /* a few new requests prepared per step (an image decode each): the others' steps go on meanwhile */
-    for (int32_t i = 0, k = 0; i < n && k < PREPARE_PER_STEP; i++)
-        if (!order[i]->done && order[i]->ph == PH_NEW) {
+    /* the requests their preparing threads have finished */
+    for (int32_t i = 0; i < n; i++)
+        if (!order[i]->done && order[i]->ph == PH_NEW &&
+            atomic_load_explicit(&order[i]->prep, memory_order_acquire) == PREP_DONE) {
             prepare(b, order[i]);
             worked = true;
-            k++;
         }
     n = in_order(b, order);
     /* a whole run goes alone, once no admitted slot holds the engine */

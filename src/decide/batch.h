@@ -9,7 +9,8 @@
  * how, and how exact that is).
  *
  * What it is not: thread-safe (one thread drives it, the decider's and the
- * engine's owner), a queue (the caller keeps what does not fit: see
+ * engine's owner; its own preparing threads touch nothing the engine's
+ * thread does), a queue (the caller keeps what does not fit: see
  * jev_batcher_room), request parsing or rendering (wire/).
  */
 #ifndef JEV_DECIDE_BATCH_H
@@ -25,8 +26,13 @@
 struct jev_batcher;
 
 struct jev_batch_params {
-    int32_t max_rows;    /* question suffixes in one batched forward; 0 = the engine's max_batch */
-    int32_t max_running; /* requests in the batch at once; 0 = 32 */
+    int32_t max_rows;        /* question suffixes in one batched forward; 0 = the engine's max_batch */
+    int32_t max_running;     /* requests in the batch at once; 0 = 32 */
+    int32_t prep_threads;    /* threads that prepare requests (decode images, tokenize) while the engine's
+                              * thread runs forwards; 0 = half the CPUs (1..8) */
+    void (*wake)(void *ctx); /* called from a preparing thread once a request is prepared (a step has work
+                              * for it); may be NULL */
+    void *wake_ctx;
 };
 
 /* What one step ran: the language model's forwards, their rows (suffix runs scored) and the requests

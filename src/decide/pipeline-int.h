@@ -115,6 +115,8 @@ struct dc_req {
     int64_t image_bytes;            /* bytes the decode + preprocessing held at once */
     char image_key[JEV_SHA256_HEX]; /* reuse_prefix: sha256 of the image bytes; "" when not keyed */
     bool image_deferred;            /* a kept image: size known, decode and tower skipped */
+    bool detached;                  /* prepared off the engine's thread (batch.c): no engine pool, no kept
+                                     * tables read (the image is keyed, decoded, and looked up later) */
     int32_t image_kept;             /* its entry in d->kept_image */
     /* tokens */
     struct jev_tokens prefix; /* the shared prefix (image pads included) */
@@ -252,6 +254,14 @@ void dc_trie_counts(const struct jev_trie *t, int32_t *forks, int32_t *interior)
  * caller frees q with dc_req_free (also after a failure). */
 enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                          struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
+/* dc_begin on any thread while the engine's owner runs forwards: it reads only what never changes
+ * after the decider's init (no engine pool, no kept tables, no engine state); the image is decoded
+ * whether a kept one would do (dc_begin_attach decides, on the engine's thread). */
+enum jev_status dc_begin_detached(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
+/* On the engine's thread, after dc_begin_detached: the kept tower output of the same image bytes
+ * replaces the decoded pixels (copied now), as dc_begin would have found it. */
+void dc_begin_attach(struct dc_req *q);
 
 /* jev_decide_run that leaves the context q alive (tries, tokens) for inspection; the sequences are
  * released. The caller frees q with dc_req_free (also after a failure). */

@@ -233,8 +233,10 @@ static enum jev_status image_decode(struct dc_req *q) {
         return s;
     struct jev_preprocess_params pp = {.bound = d->image_max_side, .max_patches = d->max_patches};
     jev_vision_input_free(&q->vin);
-    /* a planner has no engine and so no pool: it resizes on the calling thread (same pixels) */
-    s = jev_vision_preprocess(&d->pre, &q->img, &pp, d->engine ? d->engine->pool : NULL, &q->vin, q->err);
+    /* a planner has no engine and so no pool, and a detached preparation may not use it (the engine's
+     * thread does): it resizes on the calling thread (the same pixels) */
+    s = jev_vision_preprocess(&d->pre, &q->img, &pp, d->engine && !q->detached ? d->engine->pool : NULL, &q->vin,
+                              q->err);
     struct jev_decide_stats *st = &q->res->stats;
     st->image_width = q->img.width;
     st->image_height = q->img.height;
@@ -261,7 +263,7 @@ enum jev_status dc_image_load(struct dc_req *q) {
     if (q->p.reuse_prefix && q->p.path == JEV_DECIDE_SHARED && in->bytes) {
         double t0 = jev_now_ms();
         jev_sha256_hex(in->bytes, in->n_bytes, q->image_key);
-        int32_t at = dc_kept_image_find(q->d, q->image_key);
+        int32_t at = q->detached ? -1 : dc_kept_image_find(q->d, q->image_key); /* detached: dc_begin_attach */
         if (at >= 0) {
             const struct dc_kept_image *k = &q->d->kept_image[at];
             struct jev_decide_stats *st = &q->res->stats;

@@ -261,18 +261,44 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->t_begin = jev_now_ms();
 }
 
-enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                         struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
+static enum jev_status begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                             struct jev_decide_result *out, struct jev_error *err, struct dc_req *q, bool detached) {
     memset(out, 0, sizeof *out);
     req_init(q, d, r, p, out, err);
+    q->detached = detached;
     if (!d->engine)
         return jev_fail(err, JEV_ERR_INVALID_ARG,
                         "decide: this decider has no engine (a planner: it plans, runs nothing)");
     JEV_TRY(check_params(d, r, &q->p, err));
     JEV_TRY(jev_answers_init(&out->answers, r, err));
     enum jev_status s = prepare(q, true, true);
-    dc_track(q);
+    if (!detached)
+        dc_track(q);
     return s;
+}
+
+enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                         struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
+    return begin(d, r, p, out, err, q, false);
+}
+
+enum jev_status dc_begin_detached(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
+                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
+    return begin(d, r, p, out, err, q, true);
+}
+
+void dc_begin_attach(struct dc_req *q) {
+    if (!q->detached || !q->has_image || !q->image_key[0])
+        return;
+    int32_t at = dc_kept_image_find(q->d, q->image_key);
+    if (at < 0 || q->d->kept_image[at].size.n_tokens != q->n_img_tok)
+        return;
+    q->image_deferred = true;
+    q->image_kept = at;
+    dc_image_from_kept(q);
+    struct jev_vision_size size = q->vin.size; /* the grid stays: M-RoPE reads it */
+    dc_image_release(q); /* the pixels are not needed: the tower's output of the same bytes is in place */
+    q->vin.size = size;
 }
 
 /*

@@ -67,6 +67,13 @@ static void job_refuse(struct jev_server *s, struct job *j, unsigned status) {
                "Retry-After", "1", NULL);
 }
 
+void sched_wake(void *ctx) {
+    struct jev_server *s = ctx;
+    pthread_mutex_lock(&s->qlock);
+    pthread_cond_signal(&s->qcond);
+    pthread_mutex_unlock(&s->qlock);
+}
+
 int sched_admit(struct jev_server *s, struct job *j) {
     int refused = 0;
     pthread_mutex_lock(&s->qlock);

@@ -115,6 +115,9 @@ char *server_error_body(unsigned status, const char *type, const char *message);
 
 /* ---- the scheduler (scheduler.c) ---- */
 
+/* The batch's preparing threads call it when a request is prepared: the scheduler has work. */
+void sched_wake(void *ctx);
+
 /* Starts the scheduler thread. */
 enum jev_status sched_start(struct jev_server *s, struct jev_error *err);
 

@@ -495,6 +495,8 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_running %d is not in 0..4096", p.max_running);
     if (p.max_batch < 0)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: max_batch %d is negative", p.max_batch);
+    if (p.prep_threads < 0 || p.prep_threads > 64)
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "server: prep_threads %d is not in 0..64", p.prep_threads);
     if (p.http_threads < 0 || p.http_threads > 1024)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "server: http_threads %d is not in 0..1024", p.http_threads);
     if (p.idle_timeout_s < 0 || p.idle_timeout_s > 86400)
@@ -535,7 +537,11 @@ enum jev_status jev_server_start(struct jev_model *model, struct jev_decider *de
         server_free(s);
         return err->status;
     }
-    struct jev_batch_params bp = {.max_rows = p.max_batch, .max_running = p.max_running};
+    struct jev_batch_params bp = {.max_rows = p.max_batch,
+                                  .max_running = p.max_running,
+                                  .prep_threads = p.prep_threads,
+                                  .wake = sched_wake,
+                                  .wake_ctx = s};
     if (jev_batcher_new(decider, &bp, &s->batcher, err) != JEV_OK || sched_start(s, err) != JEV_OK) {
         server_free(s);
         return err->status;

@@ -49,6 +49,8 @@ struct jev_server_params {
     int32_t max_queue;       /* requests that may wait besides the ones running (>= 0) */
     int32_t max_running;     /* requests in the shared batch at once (>= 1); 0 = 32 */
     int32_t max_batch;       /* question suffixes in one batched forward; 0 = the engine's max_batch */
+    int32_t prep_threads;    /* threads that decode images and tokenize beside the scheduler; 0 = half the
+                              * CPUs (1..8) */
     int32_t http_threads;    /* threads serving the connections (not decisions); 0 = 4 */
     int32_t idle_timeout_s;  /* a connection silent this long is closed (slow or stuck clients hold no
                               * connection forever; one waiting for its answer is not silent); 0 = never;

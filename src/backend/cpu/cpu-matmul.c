@@ -14,8 +14,7 @@
  * - More tokens (prefill, forked suffixes): each pool thread takes an equal
  *   share of the output rows (with many threads and few rows, a block of rows
  *   and of tokens: gemm_blocks), dequantizes them tile by tile into its own f32
- *   buffer (L2-sized tiles below 64 tokens) and calls OpenBLAS sgemm
- *   single-threaded on it (OpenBLAS's own threads would
+ *   buffer and calls OpenBLAS sgemm single-threaded on it (OpenBLAS's own threads would
  *   keep spinning after each call and steal the cores from the other ops:
  *   measured 2x slowdowns of the following parallel work on 2 cores).
  *   Weights stream once per call; the dequantization is O(rows*cols)
@@ -26,6 +25,24 @@
  * the order of the f32 sums differs from cpu-dense.c (8 lanes, then a
  * horizontal add; or OpenBLAS's blocking), so parity is within f32
  * rounding of a dot product (tests/test-ops.c: NMSE <= 1e-7 for every type).
+ *
+ * Rows are independent (from 3 tokens up): a token's outputs are the same
+ * bits whatever other tokens share the call, so a server that batches the
+ * forwards of several requests answers each as it would alone (decide/
+ * batch.c). Two things in OpenBLAS would break that, and are kept out: its
+ * small-matrix kernel (0.3.21's SkylakeX sgemm takes it when M*N*K <= 1e6,
+ * sgemm_small_kernel_permit, and its sums then depend on M), and tile sizes
+ * that follow the token count. So a tile is as many rows as the buffer
+ * holds whatever the tokens; a call that could be small for some token count
+ * is made with enough rows never to be (the tokens padded with zero rows to
+ * M*N*K > 1e6: a few rows at most, for tiles of N*K above 64 Ki, the K/V
+ * projections), and the smallest tiles (N*K <= 64 Ki: the DeltaNet gates, a
+ * label head) go through the fused f32 kernel (each output one 8-lane FMA
+ * chain and a horizontal add). Which route a tile takes depends on its
+ * shape only. Above the bound OpenBLAS's kernels (SkylakeX) compute each
+ * output independently of M, N and the row's place: measured on every row of
+ * calls of 1..9000 rows at several offsets, bit for bit. (On Haswell-only CPUs
+ * OpenBLAS's large kernels do depend on M: there rows agree to the last bits.)
  * Other bit widths, odd group sizes and odd column counts take a generic
  * path (dequantize a row into scratch, then the f32 kernel).
  */
@@ -483,10 +500,43 @@ JEV_AVX2 static void fused_task(void *arg, int64_t task, int thread) {
 
 /* ---- sgemm path (many tokens) ---- */
 
+/* OpenBLAS 0.3.21 (SkylakeX) takes its small-matrix kernel when M*N*K <= this (the header says why). */
+#define BLAS_SMALL_MNK 1000000
+/* Tiles this small (N*K) go through fused_f32; larger ones below BLAS_SMALL_MNK are padded. */
+#define TINY_NK 65536
+
+/* y[t][n] = x[t] . tile[n] for a dequantized f32 tile of nr rows (ldy: y's row stride): one 8-lane
+ * FMA chain per output and a horizontal add, the same bits however the tokens and rows are blocked. */
+JEV_AVX2 static void small_tile(const float *x, int64_t nt, const float *wt, int64_t nr, int64_t cols, float *y,
+                                int64_t ldy) {
+    if (cols % 8) { /* odd widths (tests, the generic types): one scalar chain in column order */
+        for (int64_t t = 0; t < nt; t++)
+            for (int64_t r = 0; r < nr; r++) {
+                float acc = 0.0f;
+                for (int64_t c = 0; c < cols; c++)
+                    acc += wt[r * cols + c] * x[t * cols + c];
+                y[t * ldy + r] = acc;
+            }
+        return;
+    }
+    for (int64_t t = 0; t < nt; t += 2) {
+        int ntt = nt - t >= 2 ? 2 : 1;
+        const float *x0 = x + t * cols, *x1 = ntt > 1 ? x0 + cols : x0;
+        for (int64_t r = 0; r < nr; r += 4) {
+            int nrr = (int)(nr - r < 4 ? nr - r : 4);
+            const float *rows[4];
+            for (int q = 0; q < 4; q++)
+                rows[q] = wt + (r + (q < nrr ? q : 0)) * cols;
+            fused_f32(rows, nrr, x0, x1, cols, y + t * ldy + r, ntt > 1 ? y + (t + 1) * ldy + r : NULL);
+        }
+    }
+}
+
 /*
  * One task's block of output rows and tokens, tile by tile: dequantize (f32 rows are used in
  * place), then y[tokens, tile] = x[tokens] . tile^T with ldc = all output columns. Every output
- * element is one sgemm dot product over all columns, whatever the blocks.
+ * element is one sgemm dot product over all columns (or one fused_f32 chain for a small tile), whatever
+ * the blocks and the tokens.
  */
 JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     struct mm_job *j = arg;
@@ -496,9 +546,10 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
     int64_t r1 = r0 + j->share < j->n_out ? r0 + j->share : j->n_out;
     int64_t nt = n0 + j->tok_share < j->n ? j->tok_share : j->n - n0;
     float *buf = jev_cpu_wbuf(j->be, thread);
-    /* Few tokens: tiles of ~256 KiB stay in L2 between dequantization and sgemm (measured 2-3x faster
-     * at 8 tokens). Many tokens: large tiles, so that OpenBLAS packs the activations fewer times. */
-    int64_t tile = nt < 64 ? 65536 / cols / 16 * 16 : JEV_CPU_WBUF_FLOATS / cols;
+    /* As many rows as the buffer holds, whatever the token count (rows independent: above). Smaller
+     * tiles that stay in L2 were 2-3x faster at 8 tokens, but they made a token's sums depend on how
+     * many tokens shared the call. */
+    int64_t tile = JEV_CPU_WBUF_FLOATS / cols;
     if (tile < 16)
         tile = 16;
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
@@ -511,8 +562,24 @@ JEV_AVX2 static void gemm_task(void *arg, int64_t task, int thread) {
                 dequant_row(w, j->kind, row_id(j, t0 + q), buf + q * cols);
             wt = buf;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, (int)cols, 1.0f, j->x + n0 * cols,
-                    (int)cols, wt, (int)cols, 0.0f, j->y + n0 * j->n_out + t0, (int)j->n_out);
+        float *y = j->y + n0 * j->n_out + t0;
+        const float *x = j->x + n0 * cols;
+        int64_t pad = BLAS_SMALL_MNK / (nr * cols) + 1; /* the fewest rows OpenBLAS never calls small */
+        if (nr * cols <= TINY_NK) {
+            small_tile(x, nt, wt, nr, cols, y, j->n_out);
+        } else if (nt < pad) { /* zero rows after the tokens, into the caller's scratch, and back */
+            float *xs = jev_cpu_scratch(j->be, thread), *ys = xs + pad * cols;
+            JEV_ASSERT(pad * (cols + nr) <= JEV_CPU_SCRATCH_FLOATS);
+            memcpy(xs, x, (size_t)(nt * cols) * sizeof(float));
+            memset(xs + nt * cols, 0, (size_t)((pad - nt) * cols) * sizeof(float));
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)pad, (int)nr, (int)cols, 1.0f, xs, (int)cols, wt,
+                        (int)cols, 0.0f, ys, (int)nr);
+            for (int64_t t = 0; t < nt; t++)
+                memcpy(y + t * j->n_out, ys + t * nr, (size_t)nr * sizeof(float));
+        } else {
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)nt, (int)nr, (int)cols, 1.0f, x, (int)cols, wt,
+                        (int)cols, 0.0f, y, (int)j->n_out);
+        }
     }
 }
 
@@ -554,7 +621,9 @@ JEV_AVX2 static void run(struct mm_job *j) {
     JEV_ASSERT(j->w->cols <= JEV_CPU_WBUF_FLOATS && 4 * (int64_t)j->w->cols <= JEV_CPU_SCRATCH_FLOATS);
     if (j->n_out <= 0 || j->n <= 0)
         return;
-    if (j->n >= JEV_CPU_GEMM_MIN_N) {
+    /* a head over chosen rows (candidate labels) always takes the tiled path: its logits are then the
+     * same bits for 1 token as for many (the fused kernels below sum in another order) */
+    if (j->n >= JEV_CPU_GEMM_MIN_N || j->row_ids) {
         gemm_blocks(j, j->be->n_threads);
         int64_t tok_tasks = (j->n + j->tok_share - 1) / j->tok_share;
         jev_pool_run(j->be->pool, j->row_tasks * tok_tasks, gemm_task, j);
