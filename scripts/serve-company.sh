@@ -8,18 +8,20 @@
 #
 #   scripts/serve-company.sh OUT MODEL_DIR N [-- jev serve options...]
 #
-# Environment: BUILD (build), JEV (default $BUILD/jev), SEED (1), QUESTIONS (1-6), TYPES (mixed).
+# Environment: BUILD (build), JEV (default $BUILD/jev), SEED (1), QUESTIONS (1-6), TYPES (mixed), LOAD (as in
+# serve-load.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-[ $# -ge 3 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
+[ $# -ge 3 ] || { sed -n '2,13p' "$0" >&2; exit 2; }
 out=$1 model=$2 n=$3
 shift 3
 [ "${1:-}" = "--" ] && shift
 BUILD=${BUILD:-build}
 JEV=${JEV:-$root/$BUILD/jev}
-load=$root/$BUILD/bench/serve-load
-make --no-print-directory -s "$BUILD/bench/serve-load" >/dev/null
+load=${LOAD:-$root/$BUILD/bench/serve-load}
+[ -n "${LOAD:-}" ] || make --no-print-directory -s "$BUILD/bench/serve-load" >/dev/null
+. scripts/http.sh
 mkdir -p "$out/bodies" "$out/alone" "$out/company"
 "$load" --dump "$out/bodies" "$n" --seed "${SEED:-1}" --questions "${QUESTIONS:-1-6}" --types "${TYPES:-mixed}"
 
@@ -39,7 +41,7 @@ start() { # a server on a free port; sets pid and port
     exit 1
 }
 stop() { kill -TERM "$pid"; wait "$pid"; pid=; }
-ask() { curl -s -o "$2" -H 'Content-Type: application/json' --data-binary @"$1" "http://127.0.0.1:$port/v1/systemone"; }
+ask() { http "http://127.0.0.1:$port/v1/systemone" "$1" >"$2"; }
 
 start "$@"
 for i in $(seq 0 $((n - 1))); do
@@ -53,7 +55,7 @@ for i in $(seq 0 $((n - 1))); do
     ask "$out/bodies/request-$f.json" "$out/company/answer-$f.json" &
 done
 wait $(jobs -p | grep -v "^$pid\$") 2>/dev/null || true
-curl -s "http://127.0.0.1:$port/metrics" | grep -E '^jev_batch_requests_(sum|count)' >"$out/company/batch.txt"
+http "http://127.0.0.1:$port/metrics" | grep -E '^jev_batch_requests_(sum|count)' >"$out/company/batch.txt"
 stop
 rm -rf "$out/bodies" # a few MB of base64 photos: the seed and the generator make them again
 "$load" --compare "$out/alone" "$out/company" "$n" | tee "$out/compare.txt"

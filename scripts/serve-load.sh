@@ -12,12 +12,13 @@
 #
 # Environment: BUILD (build), JEV (the jev binary; default $BUILD/jev), STEPS (1,4,16,32),
 # DURATION (30), WARMUP (5), QUESTIONS (4, or A-B), TYPES (choice|mixed), RUNS (1: runs of every
-# step, one server each), TIMEOUT (300), SEED (1), IMAGE (assets/dog.jpg).
+# step, one server each), TIMEOUT (300), SEED (1), IMAGE (assets/dog.jpg),
+# LOAD (a serve-load binary to use instead of building $BUILD/bench/serve-load).
 #
 # The H200 (the issue's targets: 4 questions, distinct crops, concurrency 32, medians of 3 runs):
 #   make CUDA=1 build/jev build/bench/serve-load
 #   RUNS=3 STEPS=1,4,16,32 scripts/serve-load.sh bench/results/DATE-h200-serve-exact MODEL -- --backend cuda
-#   RUNS=3 STEPS=1,4,16,32 scripts/serve-load.sh bench/results/DATE-h200-serve-fast MODEL -- --backend cuda [bf16]
+#   RUNS=3 STEPS=1,4,16,32 scripts/serve-load.sh bench/results/DATE-h200-serve-fast MODEL -- --backend cuda --precision fast
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -36,9 +37,10 @@ RUNS=${RUNS:-1}
 TIMEOUT=${TIMEOUT:-300}
 SEED=${SEED:-1}
 IMAGE=${IMAGE:-assets/dog.jpg}
-load=$root/$BUILD/bench/serve-load
+load=${LOAD:-$root/$BUILD/bench/serve-load}
 
-make --no-print-directory -s "$BUILD/bench/serve-load" >/dev/null
+[ -n "${LOAD:-}" ] || make --no-print-directory -s "$BUILD/bench/serve-load" >/dev/null
+. scripts/http.sh
 [ -x "$JEV" ] || { echo "serve-load: $JEV is missing; run make first" >&2; exit 1; }
 mkdir -p "$out"
 
@@ -76,7 +78,7 @@ for run in $(seq 1 "$RUNS"); do
     "$load" --url "http://127.0.0.1:$port" --concurrency "$STEPS" --duration "$DURATION" --warmup "$WARMUP" \
         --questions "$QUESTIONS" --types "$TYPES" --seed $((SEED + run - 1)) --image "$IMAGE" --timeout "$TIMEOUT" \
         --server-pid "$pid" --output "$out/serve-load-$run.json" | tee -a "$out/run.md" || rc=$?
-    curl -s "http://127.0.0.1:$port/metrics" >"$out/metrics-$run.txt" || true
+    http "http://127.0.0.1:$port/metrics" >"$out/metrics-$run.txt" || true
     kill -TERM "$pid"
     status=0
     wait "$pid" || status=$?

@@ -11,12 +11,12 @@
 # Both bench steps read the peak device memory from the record and fail over MEM_LIMIT.
 #
 # Build here first (the GPU machine has another distribution; see docs/backends.md):
-#   make PORTABLE=1 CUDA=1 BUILD=build-portable-cuda build-portable-cuda/jev cuda-tests
+#   make PORTABLE=1 CUDA=1 BUILD=build-portable-cuda build-portable-cuda/jev build-portable-cuda/bench/serve-load cuda-tests
 #   bash scripts/device/cuda-check.sh pack      # -> .carry-cuda/ (gitignored), then carry it
 # On the GPU machine, from the repository root:
 #   bash scripts/device/cuda-check.sh unpack tests agree profile bench fast report
 #
-# Steps: pack (dev machine) | unpack tests sanitize agree profile bench fast report (sanitize: the
+# Steps: pack (dev machine) | unpack tests sanitize agree profile bench fast serve report (sanitize: the
 # parity binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a
 # faulting op)
 # Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
@@ -32,8 +32,10 @@
 # Exit status: every step runs, even after one fails; the script exits 1 when any step failed
 # (a parity test, a sanitizer report, a disagreement, a failed command), naming it in log.txt,
 # else 0. tests/test-plumbing.c runs the steps that need no GPU on planted binaries.
+# SERVE_MODES (exact fast), SERVE_STEPS (1,4,16,32), SERVE_RUNS (3), SERVE_DURATION (15), SERVE_WARMUP (3):
+# the serve step's modes, concurrency steps, fresh servers per mode and seconds per step.
 # Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, fast.txt,
-# jev-cuda-fast.json, report.md, report.svg, compare.txt, log.txt.
+# jev-cuda-fast.json, report.md, report.svg, compare.txt, serve-MODE/, log.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/jev-cuda}
@@ -51,10 +53,11 @@ die() { log "error: $*"; exit 1; }
 
 step_pack() {
     local b=build-portable-cuda
-    [ -x $b/jev ] || die "$b/jev: build it first (make PORTABLE=1 CUDA=1 BUILD=$b $b/jev cuda-tests)"
+    [ -x $b/jev ] && [ -x $b/bench/serve-load ] ||
+        die "$b/jev: build it first (make PORTABLE=1 CUDA=1 BUILD=$b $b/jev $b/bench/serve-load cuda-tests)"
     rm -rf .carry-cuda && mkdir -p .carry-cuda/bin
     strip -o .carry-cuda/bin/jev $b/jev
-    for t in $b/tests-cuda/test-*; do strip -o ".carry-cuda/bin/${t##*/}" "$t"; done
+    for t in $b/tests-cuda/test-* $b/bench/serve-load; do strip -o ".carry-cuda/bin/${t##*/}" "$t"; done
     # one xz stream over all of them: every binary holds the same 27 MB of library and kernels, which a
     # 64 MiB window stores once (5 MB in all, where gzip per file made 58 MB of the 64 MiB that travel)
     tar -C .carry-cuda/bin -cf - . | xz -9 -T1 > .carry-cuda/bin.tar.xz
@@ -77,7 +80,7 @@ with tarfile.open(sys.argv[1]) as t:
     except TypeError:  # a Python without extraction filters
         t.extractall(sys.argv[2])
 PY
-    chmod +x "$BIN"/jev "$BIN"/test-*
+    chmod +x "$BIN"/*
     cp .carry-cuda/*.so.* "$BIN/"
     if ldd "$JEV" | grep -q 'not found'; then die "missing libraries: $(ldd "$JEV" | grep 'not found' | tr '\n' ';')"; fi
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$OUT/log.txt"
@@ -237,6 +240,23 @@ PY
     return $rc
 }
 
+# The server under load (scripts/serve-load.sh: distinct photo crops, 4 choice questions each, closed-loop
+# clients at SERVE_STEPS, SERVE_RUNS fresh servers) in each of SERVE_MODES, and one request's answers alone
+# against 16 at once (scripts/serve-company.sh). Results in $OUT/serve-MODE/.
+step_serve() {
+    local mode rc=0 opts=(--backend cuda --threads 16 --max-running 48 --max-tokens 16384 --step-tokens 2048)
+    for mode in ${SERVE_MODES:-exact fast}; do
+        JEV=$JEV LOAD=$BIN/serve-load LD_LIBRARY_PATH=$BIN RUNS=${SERVE_RUNS:-3} STEPS=${SERVE_STEPS:-1,4,16,32} \
+            DURATION=${SERVE_DURATION:-15} WARMUP=${SERVE_WARMUP:-3} \
+            bash scripts/serve-load.sh "$OUT/serve-$mode" "$MODEL" -- "${opts[@]}" --precision "$mode" 2>&1 |
+            tee -a "$OUT/log.txt" || rc=1
+        JEV=$JEV LOAD=$BIN/serve-load LD_LIBRARY_PATH=$BIN \
+            bash scripts/serve-company.sh "$OUT/serve-$mode/company" "$MODEL" 16 -- --backend cuda --step-tokens 2048 \
+            --precision "$mode" 2>&1 | tail -2 | tee -a "$OUT/log.txt" || rc=1
+    done
+    return $rc
+}
+
 step_report() {
     local files=("$OUT/jev-cuda.json")
     [ -f "$OUT/jev-cuda-fast.json" ] && files+=("$OUT/jev-cuda-fast.json")
@@ -247,8 +267,8 @@ step_report() {
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 for s in "$@"; do
     case $s in
-    pack | unpack | tests | sanitize | agree | profile | bench | fast | report) ;;
-    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench fast report)" ;;
+    pack | unpack | tests | sanitize | agree | profile | bench | fast | serve | report) ;;
+    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench fast serve report)" ;;
     esac
 done
 # Each step in a subshell with errexit on: its first failing command ends that step only (a

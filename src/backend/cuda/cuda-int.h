@@ -88,6 +88,11 @@ extern const struct jev_ops jev_cuda_ops;
 enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struct jev_error *err);
 void jev_cuda_backend_free(struct jev_backend *be);
 
+/* Makes be's device the calling thread's current one (a no-op when it already is). The CUDA runtime
+ * keeps the current device per thread and an engine made on one thread may run on another (the
+ * server's scheduler); every op a forward or an allocation can begin with calls this first. */
+void jev_cuda_bind(struct jev_backend *be);
+
 /* cudaMalloc / cudaFree with the backend's byte count (what the benchmark reports as peak device
  * memory). jev_cuda_malloc returns NULL when the device or the count's table is out of room. */
 void *jev_cuda_malloc(struct jev_backend *be, size_t bytes);

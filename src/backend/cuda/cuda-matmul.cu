@@ -114,6 +114,7 @@ static void matmul_fast(struct jev_backend *be, const struct jev_matrix *w, cons
 }
 
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
+    jev_cuda_bind(be);
     if (n <= 0 || w->rows <= 0)
         return;
     if (n <= ROWS_DIRECT_MAX_N && w->type != JEV_MTYPE_F32) { /* decode: the stored bytes, once */
@@ -230,6 +231,7 @@ static __global__ void gather_rows_kernel(struct jev_matrix w, const int32_t *__
 
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y) {
+    jev_cuda_bind(be);
     if (n <= 0 || n_rows <= 0)
         return;
     int64_t cols = w->cols;

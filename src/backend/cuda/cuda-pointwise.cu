@@ -331,6 +331,7 @@ __global__ static void embed_kernel(struct jev_matrix w, const int32_t *ids, int
 }
 
 void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out) {
+    jev_cuda_bind(be);
     int64_t count = n * (int64_t)w->cols;
     if (count <= 0)
         return;

@@ -80,7 +80,7 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
 void jev_cuda_backend_free(struct jev_backend *be) {
     if (!be)
         return;
-    cudaSetDevice(be->device);
+    jev_cuda_bind(be);
     if (be->stream)
         cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, be->stage);
@@ -117,6 +117,14 @@ static void cuda_describe(struct jev_backend *be, struct jev_backend_info *info)
     snprintf(blas, sizeof info->lib_versions[0], "unknown");
     if (cublasGetVersion(be->blas, &v) == CUBLAS_STATUS_SUCCESS) /* e.g. 130100 = 13.1.0 */
         snprintf(blas, sizeof info->lib_versions[0], "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+}
+
+/* The device this thread last bound (-1: none yet). */
+static _Thread_local int bound_device = -1;
+
+void jev_cuda_bind(struct jev_backend *be) {
+    if (bound_device != be->device && cudaSetDevice(be->device) == cudaSuccess)
+        bound_device = be->device;
 }
 
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where) {
@@ -207,6 +215,7 @@ float *jev_cuda_work(struct jev_backend *be, size_t bytes) {
 /* ---- memory ops ---- */
 
 static void *cuda_alloc(struct jev_backend *be, size_t bytes) {
+    jev_cuda_bind(be);
     void *p = jev_cuda_malloc(be, bytes);
     if (!p)
         return NULL;
@@ -221,27 +230,34 @@ static void *cuda_alloc(struct jev_backend *be, size_t bytes) {
 static void cuda_free(struct jev_backend *be, void *p) {
     if (!p)
         return;
+    jev_cuda_bind(be);
     cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, p);
 }
 
 static void cuda_upload(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
+    jev_cuda_bind(be);
     if (bytes > 0)
         jev_cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, be->stream), "upload");
 }
 
 static void cuda_download(struct jev_backend *be, void *dst, const void *src, size_t bytes) {
+    jev_cuda_bind(be);
     if (bytes > 0)
         jev_cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, be->stream), "download");
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "download");
 }
 
 static void cuda_zero(struct jev_backend *be, void *dst, size_t bytes) {
+    jev_cuda_bind(be);
     if (bytes > 0)
         jev_cuda_check(be, cudaMemsetAsync(dst, 0, bytes, be->stream), "zero");
 }
 
-static void cuda_sync(struct jev_backend *be) { jev_cuda_check(be, cudaStreamSynchronize(be->stream), "sync"); }
+static void cuda_sync(struct jev_backend *be) {
+    jev_cuda_bind(be);
+    jev_cuda_check(be, cudaStreamSynchronize(be->stream), "sync");
+}
 
 /* Waits for the queued ops first: a fault inside a kernel shows only at a synchronization, and a
  * forward that downloads nothing (a prefill) must still report its own. Then tells the two kinds
@@ -250,6 +266,7 @@ static void cuda_sync(struct jev_backend *be) { jev_cuda_check(be, cudaStreamSyn
  * that trapped) makes every later call fail, so the device is lost until the process makes a
  * new context: JEV_ERR_DEVICE_LOST, and it stays so. */
 static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err) {
+    jev_cuda_bind(be);
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "a queued op (JEV_CUDA_SYNC=1 names it)");
     if (be->first_error == cudaSuccess)
         return JEV_OK;
@@ -273,6 +290,7 @@ static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err
  * tests/cuda/test-cuda-matmul.c); the mirror also sizes the dequantization scratch, once per engine. */
 static enum jev_status cuda_matrix_mirror(struct jev_backend *be, const struct jev_matrix *host,
                                           struct jev_matrix *mirror, struct jev_error *err) {
+    jev_cuda_bind(be);
     return jev_cuda_matrix_upload(be, host, mirror, err);
 }
 
