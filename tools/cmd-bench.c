@@ -121,11 +121,12 @@ static void summary(const char *path) {
         json_t *e;
         json_object_foreach(fx, p, e) {
             json_t *d = json_object_get(e, "max_prob_delta"), *m = json_object_get(e, "argmax_agreement");
-            char delta[32] = "n/a";
+            char delta[32] = "n/a", agree[32] = "n/a"; /* null: nothing to compare (no output met the schema) */
             if (json_is_number(d))
                 snprintf(delta, sizeof delta, "%.3g", json_number_value(d));
-            printf("  fast vs exact, %s: max probability delta %s, argmax agreement %.1f%%\n", p, delta,
-                   100.0 * json_number_value(m));
+            if (json_is_number(m))
+                snprintf(agree, sizeof agree, "%.1f%%", 100.0 * json_number_value(m));
+            printf("  fast vs exact, %s: max probability delta %s, argmax agreement %s\n", p, delta, agree);
         }
     }
     json_decref(rec);
