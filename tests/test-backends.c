@@ -30,6 +30,8 @@ static void test_registry_lists(void **state) {
         assert_non_null(r->create);
         assert_non_null(r->destroy);
         assert_string_equal(r->ops->name, r->name);
+        /* unset (0), every piece would join a batch whatever kernels its products take */
+        assert_true(r->ops->min_batched_tokens >= 1);
         assert_ptr_equal(jev_backend_find(r->name), r);
     }
     assert_null(jev_backend_find("tpu"));

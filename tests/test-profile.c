@@ -49,6 +49,8 @@ static void test_wrapped_ops(void **state) {
     struct jev_backend *pb = jev_profile_backend(prof);
     assert_string_equal(p->name, "cpu");
     assert_true(p->host_memory);
+    assert_int_equal(p->min_batched_tokens,
+                     jev_cpu_ops.min_batched_tokens); /* the batch reads it through the profiler */
     assert_null(p->status); /* the CPU cannot fail and counts no device bytes: the profiler says the same */
     assert_null(p->memory);
     /* the mode goes to the inner instance: the CPU's refusal of fast comes back through the profiler */

@@ -82,6 +82,11 @@ struct jev_ops {
     /* Backend memory is host memory (the CPU backend): callers may read and write it directly
      * and skip the staging that upload/download do for a device. */
     bool host_memory;
+    /* Products of fewer tokens than this take other kernels than larger ones (the CPU's fused decode
+     * kernels, CUDA's rows read in place), whose sums differ in the last bits from the kernels of
+     * many tokens: a batch that answers each request as it would alone (decide/batch-step.c) runs a
+     * piece this short in a forward of its own. */
+    int32_t min_batched_tokens;
     /* bytes of zeroed backend memory, 64-byte aligned (CUDA: 256); NULL when there is not enough.
      * The CPU's comes from calloc, so untouched pages of a large pool cost nothing. */
     void *(*alloc)(struct jev_backend *be, size_t bytes);

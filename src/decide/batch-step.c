@@ -11,9 +11,10 @@
  * goes first), while their tokens fit one slice of the engine and their
  * suffixes fit max_rows; so no piece is ever cut differently than alone.
  * A piece longer than a slice (a group of long suffixes) runs alone, as it
- * would alone; so does one of fewer than JEV_CPU_GEMM_MIN_N tokens (a prefix
- * tail of one or two): the CPU's matrix products take other kernels below it,
- * and its sums would change with company. Above it they do not
+ * would alone; so does one of fewer than the backend's min_batched_tokens (a
+ * prefix tail of a few tokens): the matrix products take other kernels below
+ * it (the CPU's fused decode kernels under 3 tokens, CUDA's rows read in place
+ * under 5), and its sums would change with company. Above it the CPU's do not
  * (backend/cpu/cpu-matmul.c): on the CPU a request's answers are the same bits
  * alone and in company. The label head runs over the union of the pieces' label ids;
  * each request reads its own columns.
@@ -27,10 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h" // defines: JEV_CPU_GEMM_MIN_N
-#include "base/timing.h"     // defines: jev_now_ms
-#include "decide/answer.h"   // defines: jev_answer_set_probs
-#include "decide/labels.h"   // defines: jev_labels_probs
+#include "base/timing.h"   // defines: jev_now_ms
+#include "decide/answer.h" // defines: jev_answer_set_probs
+#include "decide/labels.h" // defines: jev_labels_probs
 
 /* A piece of one request in the forward. */
 struct piece {
@@ -123,16 +123,19 @@ static void needs(const struct jev_batcher *b, const struct piece *p, int32_t *p
 }
 
 /* Whether a piece runs in a forward of its own (see the top). */
-static bool alone(const struct piece *p, int32_t slice) { return p->tokens > slice || p->tokens < JEV_CPU_GEMM_MIN_N; }
+static bool alone(const struct piece *p, int32_t slice, int32_t min_tokens) {
+    return p->tokens > slice || p->tokens < min_tokens;
+}
 
 /* Picks the pieces of this forward (moved to the front of ps); returns how many. A piece that runs
  * alone goes in the first forward with nothing before it, or the next one. */
 static int32_t pack(struct jev_batcher *b, struct piece *ps, int32_t n, int32_t slice) {
     const struct jev_engine *e = b->d->engine;
+    const int32_t min_tokens = e->ops->min_batched_tokens;
     if (b->big_next) {
         b->big_next = false;
         for (int32_t i = 0; i < n; i++)
-            if (alone(&ps[i], slice)) {
+            if (alone(&ps[i], slice, min_tokens)) {
                 ps[0] = ps[i];
                 return 1;
             }
@@ -141,7 +144,7 @@ static int32_t pack(struct jev_batcher *b, struct piece *ps, int32_t n, int32_t 
     for (int32_t i = 0; i < n; i++) {
         struct piece p = ps[i];
         int32_t r = p.prefill ? 1 : p.n, w = p.prefill ? 0 : p.n;
-        if (alone(&p, slice)) {
+        if (alone(&p, slice, min_tokens)) {
             if (taken == 0) {
                 ps[0] = p;
                 return 1;

@@ -135,6 +135,7 @@ static enum jev_status cpu_set_precision(struct jev_backend *be, enum jev_precis
 const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
     .host_memory = true,
+    .min_batched_tokens = JEV_CPU_GEMM_MIN_N,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy_bytes,

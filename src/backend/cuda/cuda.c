@@ -308,6 +308,7 @@ static enum jev_status cuda_set_precision(struct jev_backend *be, enum jev_preci
 const struct jev_ops jev_cuda_ops = {
     .name = "cuda",
     .host_memory = false,
+    .min_batched_tokens = JEV_CUDA_DIRECT_MAX_N + 1,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,
