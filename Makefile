@@ -155,7 +155,7 @@ test-asan: | $(SETUP)
 # drain, `jev serve` through the binary) under ThreadSanitizer. A report makes the process that has it
 # exit 66 (a test binary, or the jev serve child its test then finds exited unclean): zero reports
 # or the run fails. tests/tsan.supp says why each suppression is benign.
-TSAN_TESTS := test-server test-http test-serve-cli test-serve-ops test-serve-batch test-device-fault
+TSAN_TESTS := test-server test-http test-serve-cli test-serve-ops test-serve-batch test-batch test-device-fault
 test-tsan: | $(SETUP)
 	@rm -f $(addprefix build-tsan/tests/,$(filter-out $(TSAN_TESTS),$(notdir $(TEST_BIN))))
 	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 BUILD=build-tsan OPT=-O1 \

@@ -13,7 +13,8 @@
  * (the same key in use by another request or kept by the decider: forked
  * from, no vision, no prefill) or made (its image through the tower, its
  * prefix prefilled in chunks), then its questions scored a group per
- * forward. Each step runs at most one vision forward and one language-model
+ * forward. Each step runs the images that make enough prefill ready for the
+ * next language-model forward (one vision forward each) and one language-model
  * forward packed from every admitted request's next piece (batch-step.c).
  * Any other path or scoring runs whole and alone (jev_decide_run) once the
  * admitted requests have finished.
@@ -445,16 +446,34 @@ static void admit(struct jev_batcher *b, struct slot **order, int32_t n) {
     }
 }
 
-/* The oldest slot whose image goes through the tower: one image per step. */
+/* Prefix tokens the admitted slots still have to prefill: the language model's work that vision has
+ * made ready. */
+static int64_t prefill_ready(struct slot **order, int32_t n) {
+    int64_t t = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (!order[i]->done && order[i]->ph == PH_PREFILL)
+            t += (int64_t)order[i]->q.prefix.n - order[i]->prefill_at;
+    return t;
+}
+
+/* Images through the tower, oldest slot first, one forward each (the tower takes one image a forward),
+ * until the prefills they make ready fill the next language-model forward (the engine's slice): one
+ * image a step starved a GPU's 2048-token forwards (a 532-token prefix an image), and more than a
+ * forward's worth would only make the waiting requests later. At least one image when the language
+ * model has less than a slice waiting. */
 static bool vision(struct jev_batcher *b, struct slot **order, int32_t n, struct jev_batch_step *st) {
-    for (int32_t i = 0; i < n; i++) {
+    const int64_t slice = b->d->engine->lm.p.max_batch_tokens;
+    int64_t ready = prefill_ready(order, n);
+    bool ran = false;
+    for (int32_t i = 0; i < n && ready < slice; i++) {
         struct slot *s = order[i];
         if (s->done || s->ph != PH_VISION)
             continue;
+        ran = true;
         enum jev_status r = dc_image_encode(&s->q);
         if (r != JEV_OK) {
             bt_finish(b, s, r, NULL);
-            return true;
+            continue;
         }
         if (s->q.image_key[0])
             dc_image_keep(&s->q);
@@ -462,9 +481,9 @@ static bool vision(struct jev_batcher *b, struct slot **order, int32_t n, struct
         s->vision_ran = true;
         s->ph = PH_PREFILL;
         st->images++;
-        return true;
+        ready += (int64_t)s->q.prefix.n - s->prefill_at;
     }
-    return false;
+    return ran;
 }
 
 bool jev_batcher_step(struct jev_batcher *b, struct jev_batch_step *st) {
