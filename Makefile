@@ -17,7 +17,17 @@
 
 BUILD    ?= build
 CC       ?= cc
+# OPT by the compiler's target CPU: x86-64-v3 (AVX2, FMA, F16C: the fast kernels' baseline) on
+# x86-64; armv8-a on aarch64 (Linux aarch64-*, macOS arm64-*: NEON is part of it, and the kernels
+# reach it through SIMDe, src/backend/cpu/cpu-simd.h); plain -O2 elsewhere.
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
 OPT      ?= -O2 -march=x86-64-v3 -mtune=generic
+else ifneq ($(filter aarch64-% arm64-%,$(CC_MACHINE)),)
+OPT      ?= -O2 -march=armv8-a
+else
+OPT      ?= -O2
+endif
 SANITIZE ?=
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wcast-qual -Wdouble-promotion -Wno-unused-parameter -Werror

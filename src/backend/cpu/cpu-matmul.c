@@ -50,7 +50,6 @@
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <cblas.h>
-#include <immintrin.h>
 #include <string.h>
 
 #include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
