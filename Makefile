@@ -10,6 +10,7 @@
 #   make test-tsan  the server's and the scheduler's tests under ThreadSanitizer (build-tsan/)
 #   make run        the README's main job
 #   make fuzz       libFuzzer targets (clang), each run briefly
+#   make test-arm64 cross-build for aarch64 (build-arm64/), run its CPU tests and decisions under qemu
 #   make $(BUILD)/bench/NAME   a benchmark program from bench/NAME.c
 #
 # Warnings are errors everywhere. BUILD selects the output folder so that the
@@ -17,7 +18,17 @@
 
 BUILD    ?= build
 CC       ?= cc
+# OPT by the compiler's target CPU: x86-64-v3 (AVX2, FMA, F16C: the fast kernels' baseline) on
+# x86-64; armv8-a on aarch64 (Linux aarch64-*, macOS arm64-*: NEON is part of it, and the kernels
+# reach it through SIMDe, src/backend/cpu/cpu-simd.h); plain -O2 elsewhere.
+CC_MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64-%,$(CC_MACHINE)),)
 OPT      ?= -O2 -march=x86-64-v3 -mtune=generic
+else ifneq ($(filter aarch64-% arm64-%,$(CC_MACHINE)),)
+OPT      ?= -O2 -march=armv8-a
+else
+OPT      ?= -O2
+endif
 SANITIZE ?=
 WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
             -Wpointer-arith -Wcast-qual -Wdouble-promotion -Wno-unused-parameter -Werror
@@ -62,7 +73,7 @@ TEST_SRC  := $(sort $(wildcard tests/test-*.c))
 TEST_BIN  := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
 .SECONDARY:
-.PHONY: all test test-asan test-tsan run setup fuzz clean format bench cuda-tests cuda-build install
+.PHONY: all test test-asan test-tsan test-arm64 run setup fuzz clean format bench cuda-tests cuda-build install
 all: $(BUILD)/jev $(BUILD)/libjev.so $(TEST_BIN)
 
 # setup (scripts/setup.sh: packages, the stand-in tokenizer, the SDK) comes before anything is
@@ -163,6 +174,26 @@ test-tsan: | $(SETUP)
 	@TSAN_OPTIONS="exitcode=66 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp" \
 	  JEV_TEST_QUICK=1 bash tests/run.sh build-tsan
 
+# The CPU backend on aarch64, from this x86-64 machine: Debian's cross compiler builds jev and the
+# CPU tests below into build-arm64/ (the arm64 libraries through multiarch: scripts/setup-arm64.sh,
+# which only this target runs), qemu-aarch64 runs the tests (tests/run.sh's JEV_TEST_RUNNER), then
+# three requests decided on synthesized tiny models, whose answers must match the x86-64 build's
+# (tests/arm64-decide.sh). The tests: the op parity tests (every fast kernel against its scalar
+# reference), the LM, vision and decision goldens, the pieces they stand on; none needs a server or
+# a network. OPENBLAS_CORETYPE=ARMV8: OpenBLAS's generic NEON kernels, whatever CPU qemu shows.
+ARM64_CC    ?= aarch64-linux-gnu-gcc
+ARM64_TESTS := test-base test-qtype test-safetensors test-ops test-ops-real-shapes test-lm \
+               test-lm-golden test-vision test-vision-golden test-decide-golden
+# One step after the other: the package install may upgrade libraries the x86-64 link reads.
+test-arm64: | $(SETUP)
+	@bash scripts/setup-arm64.sh
+	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 $(BUILD)/jev
+	@rm -f $(addprefix build-arm64/tests/,$(filter-out $(ARM64_TESTS),$(notdir $(TEST_BIN))))
+	@$(MAKE) --no-print-directory JEV_SETUP_RAN=1 CC=$(ARM64_CC) BUILD=build-arm64 build-arm64/jev \
+	  $(ARM64_TESTS:%=build-arm64/tests/%)
+	@OPENBLAS_CORETYPE=ARMV8 JEV_TEST_RUNNER=qemu-aarch64 bash tests/run.sh build-arm64
+	@bash tests/arm64-decide.sh $(BUILD)/jev build-arm64/jev
+
 run: all | $(SETUP)
 	@bash scripts/main-job.sh $(BUILD)
 
@@ -178,7 +209,7 @@ format:
 	clang-format -i $(LIB_SRC) $(COMMON_SRC) $(TOOL_SRC) $(TEST_SRC) $(shell find src common include -name '*.h')
 
 clean:
-	rm -rf build build-asan build-tsan build-fuzz build-portable build-cuda build-portable-cuda
+	rm -rf build build-asan build-tsan build-fuzz build-portable build-cuda build-portable-cuda build-arm64
 
 # Header dependencies of every object (a stale object built against an older struct layout calls
 # the wrong function pointers: the CUDA parity tests and bench programs are objects too).

@@ -16,7 +16,8 @@
 #     sanitizers on the shared 2-core development machine);
 #   JEV_TEST_KILL_AFTER=SECONDS from SIGTERM to SIGKILL for one that ignores it (default 10);
 #   JEV_TEST_QUICK=1 (sanitizer runs) lets tests pick smaller cases;
-#   JEV_TEST_DIR is where tests may write (models synthesized for the run).
+#   JEV_TEST_DIR is where tests may write (models synthesized for the run);
+#   JEV_TEST_RUNNER=PROGRAM runs each binary through it (make test-arm64: qemu-aarch64).
 # tests/test-runner.c runs this script on planted binaries.
 set -u
 build=${1:-build}
@@ -26,7 +27,8 @@ limit=${JEV_TEST_TIMEOUT:-900}
 kill_after=${JEV_TEST_KILL_AFTER:-10}
 export JEV_ROOT="$root"
 export JEV_TEST_DIR="${JEV_TEST_DIR:-$dir/test-data}"
-export JEV_JEV_BIN="$dir/jev"
+# under a runner the CLI goes through it too (tests run it with system() and popen())
+export JEV_JEV_BIN="${JEV_TEST_RUNNER:+$JEV_TEST_RUNNER }$dir/jev"
 mkdir -p "$JEV_TEST_DIR"
 # OpenBLAS (Debian's 0.3.21) falls back to its SSE3 kernels on CPUs newer than it knows, and the
 # jev CLI then re-executes itself with OPENBLAS_CORETYPE set (tools/jev.c): a `jev serve` child
@@ -48,7 +50,7 @@ for t in "$dir"/tests/test-*; do
   log="$JEV_TEST_DIR/$name.log"
   start=$(date +%s.%N)
   # timeout puts the binary in a process group of its own and signals the whole group
-  (cd "$root" && exec timeout -k "$kill_after" "$limit" "$t") >"$log" 2>&1
+  (cd "$root" && exec timeout -k "$kill_after" "$limit" ${JEV_TEST_RUNNER:-} "$t") >"$log" 2>&1
   rc=$?
   elapsed=$(awk "BEGIN{print $(date +%s.%N) - $start}")
   secs=$(awk "BEGIN{printf \"%.1f\", $elapsed}")

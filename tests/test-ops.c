@@ -2,7 +2,7 @@
  * test-ops.c - op parity: every op of the CPU table against its reference.
  *
  * - matmul / matmul_rows / embed: the table's fast kernels (cpu-matmul.c:
- *   AVX2 fused kernels, OpenBLAS sgemm tiles) against the scalar reference
+ *   AVX2 or, on aarch64, NEON fused kernels, OpenBLAS sgemm tiles) against the scalar reference
  *   (cpu-dense.c), for f32, bf16, f16, 4-bit and 8-bit affine (bf16 and f32
  *   scales), 3-bit and odd shapes (generic path), token counts on both
  *   sides of the sgemm threshold.
@@ -30,14 +30,14 @@
 #include <cmocka.h>
 
 #include <math.h>
-#include <xmmintrin.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h" // defines: jev_cpu_* reference ops, jev_cpu_ops
-#include "base/half.h"       // defines: jev_f32_to_bf16, jev_f32_to_f16
-#include "test-matrices.h"   // defines: struct mat, mat_make, mat_free
+#include "backend/cpu/cpu-simd.h" // defines: _mm_getcsr (the compiler's, or SIMDe's on aarch64)
+#include "backend/cpu/cpu.h"      // defines: jev_cpu_* reference ops, jev_cpu_ops
+#include "base/half.h"            // defines: jev_f32_to_bf16, jev_f32_to_f16
+#include "test-matrices.h"        // defines: struct mat, mat_make, mat_free
 
 #define NMSE_F32 1e-7
 
@@ -473,11 +473,20 @@ static void test_gdn_conv(void **state) {
     free(want);
 }
 
+/* The fast forms run here: every check above compares them with the references only when
+ * jev_cpu_has_avx2() (x86-64: the CPU has AVX2 + FMA, as the release build's -march requires;
+ * aarch64: always, NEON through cpu-matmul-neon-impl.h and SIMDe). A build that fell back to the
+ * references would pass them all by comparing the references with themselves. */
+static void test_fast_forms_run(void **state) {
+    (void)state;
+    assert_true(jev_cpu_has_avx2());
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_blocks), cmocka_unit_test(test_attention),
-        cmocka_unit_test(test_gdn_rule),    cmocka_unit_test(test_pointwise_ops), cmocka_unit_test(test_gdn_conv),
-        cmocka_unit_test(test_activations),
+        cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_blocks),  cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_gdn_rule),    cmocka_unit_test(test_pointwise_ops),  cmocka_unit_test(test_gdn_conv),
+        cmocka_unit_test(test_activations), cmocka_unit_test(test_fast_forms_run),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

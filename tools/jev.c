@@ -34,7 +34,9 @@ static const struct command commands[] = {
  * machine's Xeon VM that made every sgemm 5-10x slower. OPENBLAS_CORETYPE is only read at
  * load time, so when it is unset, the CPU has AVX2 + FMA and OpenBLAS chose a pre-AVX2
  * kernel set, the CLI sets it (Haswell, or SkylakeX with AVX-512) and re-executes itself
- * once. The library itself never does this; embedders set the variable themselves. */
+ * once. The library itself never does this; embedders set the variable themselves.
+ * x86 only: elsewhere (aarch64) there is no such fallback to mend, nor __builtin_cpu_supports. */
+#if defined(__x86_64__) || defined(__i386__)
 char *openblas_get_corename(void);
 
 static void openblas_core_fixup(char **argv) {
@@ -52,6 +54,9 @@ static void openblas_core_fixup(char **argv) {
     setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1);
     execv("/proc/self/exe", argv); /* returns only on failure: carry on with the slow kernels */
 }
+#else
+static void openblas_core_fixup(char **argv) { (void)argv; }
+#endif
 
 static void usage(FILE *f) {
     fprintf(f, "jev %s - typed decisions with a local vision-language model\n\nusage: jev COMMAND [options]\n\n",

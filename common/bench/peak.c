@@ -9,10 +9,9 @@
  */
 #include "common/bench/peak.h" // defines: struct jev_peak, jev_peak_f32
 
-#include <immintrin.h>
-
-#include "backend/cpu/cpu.h" // defines: JEV_AVX2, jev_cpu_has_avx2
-#include "base/timing.h"     // defines: jev_now_ms
+#include "backend/cpu/cpu-simd.h" // defines: the intrinsics (AVX2, or SIMDe on aarch64)
+#include "backend/cpu/cpu.h"      // defines: JEV_AVX2, jev_cpu_has_avx2
+#include "base/timing.h"          // defines: jev_now_ms
 
 #define ACC 12
 

@@ -30,7 +30,6 @@
 #include "backend/cpu/cpu.h"      // defines: jev_cpu_attention_fast, jev_cpu_gdn_rule_fast
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 

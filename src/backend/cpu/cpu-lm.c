@@ -20,7 +20,6 @@
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_* LM ops, jev_cpu_scratch
 
-#include <immintrin.h>
 #include <math.h>
 #include <string.h>
 

@@ -50,7 +50,6 @@
 #include "backend/cpu/cpu-simd.h" // defines: jev_hsum8, jev_hmax8, jev_exp8
 
 #include <cblas.h>
-#include <immintrin.h>
 #include <string.h>
 
 #include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
@@ -136,6 +135,8 @@ JEV_AVX2 static enum kind kind_of(const struct jev_matrix *w) {
     }
     return K_GENERIC;
 }
+
+#if JEV_CPU_X86 /* on aarch64 the NEON forms of the kernels from here to struct mm_job */
 
 /* ---- row dequantization (both regimes) ---- */
 
@@ -358,6 +359,10 @@ JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int
         y1[1] = jev_hsum8(t11) + b11;
     }
 }
+
+#else
+#include "backend/cpu/cpu-matmul-neon-impl.h" // defines: dequant_row, fused_f32, fused_q8, q4_1tok, ... (NEON)
+#endif
 
 struct mm_job {
     struct jev_backend *be;

@@ -1,14 +1,25 @@
 /*
- * cpu-simd.h - the AVX2 helpers the fast CPU kernels share: horizontal
- * sum and max of 8 lanes, exp and SiLU of 8 lanes. Include only from files whose
- * AVX2 functions carry JEV_AVX2 and check jev_cpu_has_avx2() at run time.
+ * cpu-simd.h - the intrinsics of the fast CPU kernels and the AVX2 helpers
+ * they share: horizontal sum and max of 8 lanes, exp and SiLU of 8 lanes.
+ * Include only from files whose AVX2 functions carry JEV_AVX2 and check
+ * jev_cpu_has_avx2() at run time. The kernels include this, never
+ * <immintrin.h>: on x86-64 it is the compiler's intrinsics; elsewhere
+ * (aarch64) SIMDe's header-only implementation of the same names, which
+ * compiles each to NEON (`make test-arm64` builds and runs them there).
  */
 #ifndef JEV_BACKEND_CPU_SIMD_H
 #define JEV_BACKEND_CPU_SIMD_H
 
-#include <immintrin.h>
+#include "backend/cpu/cpu.h" // defines: JEV_AVX2, JEV_CPU_X86
 
-#include "backend/cpu/cpu.h" // defines: JEV_AVX2
+#if JEV_CPU_X86
+#include <immintrin.h>
+#else
+#define SIMDE_ENABLE_NATIVE_ALIASES /* the kernels keep the _mm256_* names */
+#include <simde/x86/avx2.h>
+#include <simde/x86/f16c.h>
+#include <simde/x86/fma.h>
+#endif
 
 JEV_AVX2 static inline float jev_hsum8(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v);

@@ -19,7 +19,7 @@
  */
 #include "backend/cpu/cpu.h" // defines: jev_cpu_small_gemm, jev_cpu_small_trsm_lower_unit
 
-#include <immintrin.h>
+#include "backend/cpu/cpu-simd.h" // defines: the intrinsics (AVX2, or SIMDe on aarch64), JEV_AVX2
 
 /* lanes [0, n) of 8 set, n clamped to 0..8 */
 JEV_AVX2 static inline __m256i lane_mask(int n) {

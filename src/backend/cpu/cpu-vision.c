@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include <cblas.h>
-#include <immintrin.h>
 
 /* The AVX2 kernels carry JEV_AVX2, so the file builds with any -march (the sanitizer and fuzz builds pass
  * none); jev_cpu_vision_attention checks the CPU at run time and uses the scalar kernels otherwise. */

@@ -25,15 +25,25 @@ struct jev_backend {
 };
 
 /*
- * The fast kernels (cpu-matmul.c, cpu-lm-fast.c) use AVX2, FMA and F16C
- * intrinsics. Their functions carry JEV_AVX2 so that the files build with
- * any -march (the sanitizer and fuzz builds pass none); the public entry
- * points check jev_cpu_has_avx2() and fall back to the scalar references.
+ * The fast kernels (cpu-matmul.c, cpu-lm-fast.c, ...) use AVX2, FMA and F16C
+ * intrinsics (through cpu-simd.h). On x86-64 their functions carry JEV_AVX2
+ * so that the files build with any -march (the sanitizer and fuzz builds pass
+ * none); the public entry points check jev_cpu_has_avx2() and fall back to
+ * the scalar references. On other CPUs (aarch64) the same kernels compile
+ * through SIMDe, which maps each intrinsic to NEON (or to portable C where a
+ * CPU has no vector unit SIMDe knows): nothing to ask at run time.
+ * This is the one place that tells the two apart (JEV_CPU_X86).
  */
+#if defined(__x86_64__) || defined(__i386__)
+#define JEV_CPU_X86 1
 #define JEV_AVX2 __attribute__((target("avx2,fma,f16c")))
-
 /* F16C is not asked separately: every AVX2 CPU has it (and clang's builtin does not know the name). */
 static inline bool jev_cpu_has_avx2(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+#else
+#define JEV_CPU_X86 0
+#define JEV_AVX2
+static inline bool jev_cpu_has_avx2(void) { return true; }
+#endif
 
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
 static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
