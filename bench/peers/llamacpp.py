@@ -171,7 +171,12 @@ def main(argv=None):
         if proc.returncode != 0:
             raise PeerError(f"{a.bin} exited with status {proc.returncode}")
         samples, system = parse_output(proc.stdout, man, a.repeats)
-        backend = "llama.cpp-" + ("cuda" if a.ngl > 0 and _gpu() else "cpu")
+        # the device kind first, as the transformers peer's "cuda-f32": jev report sets a peer beside jev
+        # on the same kind of device by the backend up to its first '-'
+        # llama_print_system_info names each backend registered, "CUDA : ..." in a CUDA build
+        cuda = a.ngl > 0 and "CUDA :" in (system or "")
+        gpu = _gpu() if cuda else None
+        backend = f"{'cuda' if cuda else 'cpu'}-{a.dtype}"
         env = {
             "peer": {"name": "llama.cpp", "version": a.llama_version},
             "jev": {"version": man["jev"].get("version"), "git_commit": man["jev"].get("git_commit")},
@@ -185,7 +190,7 @@ def main(argv=None):
             "compiler": None,
             "cpu": {"model": _cpu_model(), "cores": os.cpu_count(), "threads": a.threads},
             "backend": backend,
-            "gpu": _gpu() if backend.endswith("cuda") else None,
+            "gpu": gpu,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
             "machine": socket.gethostname() or None,
             "os": f"{platform.system()} {platform.release()} {platform.machine()}",

@@ -31,7 +31,9 @@
 # length: read from the dump, else 532), DECODE (128), REPEATS (3), COUNTS ("1 4 16 64"), NGL (99),
 # CONFIG (configs/qwen3.5-0.8b.json), SEED (1), DTYPES ("f32 bf16"), JEV_BACKEND (cuda), JEV_MODES
 # ("exact fast"), JEV_CHUNK (512: jev run's prefill chunk, llama.cpp's default n_ubatch),
-# JEV_RECORD (the jev record the report sets beside the peers; default $OUT/jev-hf.json).
+# JEV_RECORD (the jev record the report sets beside the peers; default $OUT/jev-hf.json), PEER_ARGS
+# (more arguments for bench/peers/llamacpp.py, e.g. "--threads 2 --fold-ids 128" for a smoke test on
+# a random GGUF of that vocabulary).
 # Files back in $OUT (8 at most): llama-lm.json, llama-lm.md, peer-llama-f32.json,
 # peer-llama-bf16.json, jev-hf.json, report.md, compare.txt, log.txt; build.txt (the build's
 # output) only when the build failed, when most of the others are missing.
@@ -55,6 +57,7 @@ DTYPES=${DTYPES:-f32 bf16}
 JEV_BACKEND=${JEV_BACKEND:-cuda}
 JEV_MODES=${JEV_MODES:-exact fast}
 JEV_CHUNK=${JEV_CHUNK:-512}
+PEER_ARGS=${PEER_ARGS:-}
 SRC=$WORK/llama.cpp
 BLD=$WORK/llama.cpp/build
 MODEL=$WORK/model-hf
@@ -205,7 +208,7 @@ step_peer() {
         # shellcheck disable=SC2086 # COUNTS is a list of words
         python3 bench/peers/llamacpp.py "$WORK/model-$d.gguf" "$INPUTS" "$OUT/peer-llama-$d.json" \
             --bin "$BLD/bin/llama-peer" --dtype "$d" --llama-version "$(src_field tag)" \
-            --llama-commit "$(src_field commit)" --counts $COUNTS --repeats "$REPEATS" --ngl "$NGL" \
+            --llama-commit "$(src_field commit)" --counts $COUNTS --repeats "$REPEATS" --ngl "$NGL" $PEER_ARGS \
             >> "$OUT/log.txt" 2>&1 || rc=$?
         [ $rc -eq 0 ] || die "the $d peer failed (exit $rc)"
     done
@@ -214,10 +217,12 @@ step_peer() {
 # jev's own decision-level record on the same hf weights and dump settings, for the report's ratios
 step_jevbench() {
     find_jev
+    # the commit jev was built from (the copy on the GPU machine has no .git)
+    local commit=()
+    [ -f .carry-cuda/COMMIT ] && commit=(--git-commit "$(cat .carry-cuda/COMMIT)")
     # shellcheck disable=SC2086 # COUNTS is a list of words
     "$JEV" bench --model "$MODEL" --backend "$JEV_BACKEND" --counts $COUNTS --repeats "$REPEATS" --synthetic yes \
-        --output "$OUT/jev-hf.json" --git-commit "$(cat .carry-cuda/COMMIT 2>/dev/null || echo unknown)" \
-        >> "$OUT/log.txt" 2>&1 || die "jev bench failed"
+        --output "$OUT/jev-hf.json" "${commit[@]}" >> "$OUT/log.txt" 2>&1 || die "jev bench failed"
 }
 
 step_report() {
