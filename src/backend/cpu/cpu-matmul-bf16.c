@@ -482,7 +482,9 @@ JEV_BF16 static void store_c(const float *ct, int64_t nr, int64_t nt, float *y, 
 JEV_AMX static void amx_task(void *arg, int64_t task, int thread) {
     const struct job *j = arg;
     const struct jev_matrix *w = j->w;
-    const int64_t kp = j->kp, nkb = kp / 32, ldy = w->rows, ntb = (j->n + 15) / 16;
+    /* ldw: the buffer's row stride, kp plus one cache line, so that the 16 rows of an A tile do not
+     * share a few cache sets when kp * 2 bytes is a power of two (1024 columns: 2 KiB) */
+    const int64_t kp = j->kp, ldw = kp + 32, nkb = kp / 32, ldy = w->rows, ntb = (j->n + 15) / 16;
     int64_t r0 = task * j->share, r1 = r0 + j->share < w->rows ? r0 + j->share : w->rows;
     uint16_t *buf = (uint16_t *)(void *)jev_cpu_wbuf(j->be, thread);
     float *fs = jev_cpu_scratch(j->be, thread);
@@ -500,25 +502,25 @@ JEV_AMX static void amx_task(void *arg, int64_t task, int thread) {
         int64_t nr = r1 - t0 < AMX_TILE ? r1 - t0 : AMX_TILE, nr32 = (nr + 31) / 32 * 32;
         for (int64_t q = 0; q < nr32; q++) {
             if (q < nr)
-                row_bf16(w, j->kind, t0 + q, kp, buf + q * kp, fs);
+                row_bf16(w, j->kind, t0 + q, kp, buf + q * ldw, fs);
             else
-                memset(buf + q * kp, 0, (size_t)kp * sizeof(uint16_t));
+                memset(buf + q * ldw, 0, (size_t)kp * sizeof(uint16_t));
         }
         MEM_BARRIER();
         for (int64_t tb = 0; tb < ntb; tb += 2) {
             const bool two = tb + 1 < ntb;
             const uint16_t *b0 = j->xh + tb * nkb * 512, *b1 = b0 + nkb * 512;
             for (int64_t rb = 0; rb < nr32; rb += 32) {
-                const uint16_t *a0 = buf + rb * kp, *a1 = a0 + 16 * kp;
+                const uint16_t *a0 = buf + rb * ldw, *a1 = a0 + 16 * ldw;
                 _tile_zero(0);
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
                 if (two) {
                     for (int64_t kb = 0; kb < nkb; kb++) {
-                        _tile_loadd(4, a0 + 32 * kb, kp * 2);
+                        _tile_loadd(4, a0 + 32 * kb, ldw * 2);
                         _tile_loadd(6, b0 + 512 * kb, 64);
-                        _tile_loadd(5, a1 + 32 * kb, kp * 2);
+                        _tile_loadd(5, a1 + 32 * kb, ldw * 2);
                         _tile_loadd(7, b1 + 512 * kb, 64);
                         _tile_dpbf16ps(0, 4, 6);
                         _tile_dpbf16ps(2, 5, 6);
@@ -527,9 +529,9 @@ JEV_AMX static void amx_task(void *arg, int64_t task, int thread) {
                     }
                 } else {
                     for (int64_t kb = 0; kb < nkb; kb++) {
-                        _tile_loadd(4, a0 + 32 * kb, kp * 2);
+                        _tile_loadd(4, a0 + 32 * kb, ldw * 2);
                         _tile_loadd(6, b0 + 512 * kb, 64);
-                        _tile_loadd(5, a1 + 32 * kb, kp * 2);
+                        _tile_loadd(5, a1 + 32 * kb, ldw * 2);
                         _tile_dpbf16ps(0, 4, 6);
                         _tile_dpbf16ps(2, 5, 6);
                     }
@@ -560,7 +562,7 @@ void jev_cpu_matmul_bf16(struct jev_backend *be, const struct jev_matrix *w, con
         return;
     const int64_t cols = w->cols, kp = (cols + 31) / 32 * 32;
     /* a pass holds at least 32 tokens; an AMX tile of rows and the generic row fit the thread's buffers */
-    JEV_ASSERT(cols > 0 && kp * 32 <= JEV_CPU_XH_VALUES && AMX_TILE * kp <= 2 * (int64_t)JEV_CPU_WBUF_FLOATS &&
+    JEV_ASSERT(cols > 0 && kp * 32 <= JEV_CPU_XH_VALUES && AMX_TILE * (kp + 32) <= 2 * (int64_t)JEV_CPU_WBUF_FLOATS &&
                cols <= JEV_CPU_SCRATCH_FLOATS);
     const bool amx = be->bf16 == JEV_CPU_BF16_AMX && n >= JEV_CPU_GEMM_MIN_N;
     const int64_t pass = JEV_CPU_XH_VALUES / kp / 32 * 32, threads = be->n_threads > 0 ? be->n_threads : 1;
