@@ -371,10 +371,28 @@ JEV_BF16 static inline float hsum16(__m512 v) {
     return _mm_cvtss_f32(b);
 }
 
+/* One 32-value chunk of the 4 rows (wv) against NT tokens of xb at column c. */
+#define DOT_STEP(LOADW)                                                                                                \
+    do {                                                                                                               \
+        __m512i wv0 = LOADW(rows[0] + c), wv1 = LOADW(rows[1] + c), wv2 = LOADW(rows[2] + c),                          \
+                wv3 = LOADW(rows[3] + c);                                                                              \
+        _Pragma("GCC unroll 4") for (int t = 0; t < NT; t++) {                                                         \
+            __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + t * kp + c);                                               \
+            acc[0][t] = _mm512_dpbf16_ps(acc[0][t], (__m512bh)wv0, xv);                                                \
+            acc[1][t] = _mm512_dpbf16_ps(acc[1][t], (__m512bh)wv1, xv);                                                \
+            acc[2][t] = _mm512_dpbf16_ps(acc[2][t], (__m512bh)wv2, xv);                                                \
+            acc[3][t] = _mm512_dpbf16_ps(acc[3][t], (__m512bh)wv3, xv);                                                \
+        }                                                                                                              \
+    } while (0)
+#define LOAD_FULL(p) _mm512_loadu_si512(p)
+#define LOAD_TAIL(p) _mm512_maskz_loadu_epi16(tail, p)
+
 /*
  * y[t * ldy + q] = weight row q (q < nr; rows[q] for q >= nr repeat a row and are not stored) . token t
  * (t < NT; xb rows of kp, zeros past cols). Only [0, cols) of a weight row is read, so bf16 rows are used
- * in place. NT is a constant in each caller, so that the accumulators stay in registers.
+ * in place. NT is a constant in each caller and every index of acc is one after unrolling, so that the
+ * 4 x NT accumulators stay in registers (a loop over nr here put them on the stack: every chunk
+ * stored them).
  */
 JEV_BF16 static inline __attribute__((always_inline)) void dot_tile(const uint16_t *const *rows, int nr,
                                                                     const uint16_t *xb, int64_t kp, int64_t cols,
@@ -386,32 +404,22 @@ JEV_BF16 static inline __attribute__((always_inline)) void dot_tile(const uint16
         for (int t = 0; t < 4; t++)
             acc[q][t] = _mm512_setzero_ps();
     const int64_t full = cols / 32 * 32;
-    for (int64_t c = 0; c <= full; c += 32) {
-        if (c == cols)
-            break;
-        __m512i wv[4], xv[4];
-        if (c < full) {
+    int64_t c = 0;
+    for (; c < full; c += 32)
+        DOT_STEP(LOAD_FULL);
+    if (c < cols) { /* the last, partial chunk */
+        const __mmask32 tail = (__mmask32)((1ull << (cols - c)) - 1);
+        DOT_STEP(LOAD_TAIL);
+    }
+    float out[4][4];
 #pragma GCC unroll 4
-            for (int q = 0; q < 4; q++)
-                wv[q] = _mm512_loadu_si512(rows[q] + c);
-        } else { /* the last, partial chunk */
-            __mmask32 m = (__mmask32)((1ull << (cols - c)) - 1);
-#pragma GCC unroll 4
-            for (int q = 0; q < 4; q++)
-                wv[q] = _mm512_maskz_loadu_epi16(m, rows[q] + c);
-        }
+    for (int q = 0; q < 4; q++)
 #pragma GCC unroll 4
         for (int t = 0; t < NT; t++)
-            xv[t] = _mm512_loadu_si512(xb + t * kp + c);
-#pragma GCC unroll 4
-        for (int q = 0; q < 4; q++)
-#pragma GCC unroll 4
-            for (int t = 0; t < NT; t++)
-                acc[q][t] = _mm512_dpbf16_ps(acc[q][t], (__m512bh)wv[q], (__m512bh)xv[t]);
-    }
+            out[q][t] = hsum16(acc[q][t]);
     for (int q = 0; q < nr; q++)
         for (int t = 0; t < NT; t++)
-            y[t * ldy + q] = hsum16(acc[q][t]);
+            y[t * ldy + q] = out[q][t];
 }
 
 JEV_BF16 static void dot_tile_n(const uint16_t *const *rows, int nr, const uint16_t *xb, int64_t kp, int64_t cols,
