@@ -6,15 +6,17 @@
  *   (none refuses and names the variable, avx512 keeps AMX out, a cap never adds a kernel the CPU
  *   lacks); a cap outside the names is JEV_ERR_INVALID_ARG. jev_cpu_bf16_hw agrees with the flags in
  *   /proc/cpuinfo. Through the op table: a refused switch leaves the instance exact.
- * - The product, for each kernel this CPU runs (AVX512, and AMX where it is granted), every matrix
- *   type and shape of tests/test-matrices.h, 1, 2, 7, 33 and 300 tokens, on 2 threads and on the
- *   caller alone: every output within tests/bf16-ref.h's derived bound of the reference that takes
- *   the same bf16-rounded weights and activations and sums in double, and NMSE <= 1e-10 against it
- *   (leaving either input unrounded is an NMSE near 1e-6: bf16's relative step is 2^-8).
+ * - The product (jev_cpu_matmul_bf16), for each kernel this CPU runs (AVX512, and AMX where it is
+ *   granted), every matrix type and shape of tests/test-matrices.h, 1, 2, 7, 33 and 300 tokens, on
+ *   2 threads and on the caller alone: every output within tests/bf16-ref.h's derived bound of the
+ *   reference that takes the same bf16-rounded weights and activations and sums in double, and
+ *   NMSE <= 1e-10 against it (leaving either input unrounded is an NMSE near 1e-6: bf16's
+ *   relative step is 2^-8).
  * - Rows independent of company: a token's outputs are the same bits among 300 tokens as among 3,
- *   at several places (and alone, for the AVX512 kernel, which also serves 1 and 2 tokens).
+ *   at several places (and alone, for the AVX512 kernel).
  * - Exact stays exact: in exact mode, before and after fast, the table's matmul is
- *   jev_cpu_matmul_fast bit for bit.
+ *   jev_cpu_matmul_fast bit for bit; in fast mode it is that too for 1 and 2 tokens (decode stays
+ *   f32, as on CUDA) and jev_cpu_matmul_bf16 from 3.
  * Where the CPU has no AVX512-BF16, the product tests check the refusal instead (they cannot run).
  */
 #include <setjmp.h>
@@ -179,7 +181,7 @@ static void product_case(struct jev_backend *be, const struct mcase *mc, const s
     fill(x, n * mc->cols, 17 + n);
     for (int64_t i = 0; i < len; i++)
         y[i] = NAN; /* every output must be written */
-    jev_cpu_ops.matmul(be, &a->m, x, n, y);
+    jev_cpu_matmul_bf16(be, &a->m, x, n, y);
     bf16_gemm_ref(&a->m, x, n, yref, bound);
     double num = 0, den = 0, worst = 0;
     for (int64_t i = 0; i < len; i++) {
@@ -263,8 +265,8 @@ static void test_rows_independent(void **state) {
                 if (memcmp(few, all + t * mc->rows, 3 * (size_t)mc->rows * sizeof(float)) != 0)
                     fail_msg("%s %s: tokens %lld..%lld differ between a call of 3 and one of %lld", kname(ks[ki]),
                              mc->name, (long long)t, (long long)t + 2, (long long)N);
-                if (ks[ki] == JEV_CPU_BF16_AVX512) {
-                    jev_cpu_ops.matmul(be, &a.m, x + t * mc->cols, 1, few);
+                if (ks[ki] == JEV_CPU_BF16_AVX512) { /* the kernel itself (the table runs 1 token in f32) */
+                    jev_cpu_matmul_bf16(be, &a.m, x + t * mc->cols, 1, few);
                     if (memcmp(few, all + t * mc->rows, (size_t)mc->rows * sizeof(float)) != 0)
                         fail_msg("avx512 %s: token %lld alone differs from the same among %lld", mc->name, (long long)t,
                                  (long long)N);
@@ -278,7 +280,9 @@ static void test_rows_independent(void **state) {
     jev_pool_free(pool);
 }
 
-/* Exact mode's product is jev_cpu_matmul_fast's, before fast mode and after switching back. */
+/* Exact mode's product is jev_cpu_matmul_fast's, before fast mode and after switching back; in fast
+ * mode the table runs 1 and 2 tokens through it too (decode stays f32, as on CUDA) and 3 or more
+ * through the bf16 kernels. */
 static void test_exact_unchanged(void **state) {
     (void)state;
     struct jev_error err = {0};
@@ -287,8 +291,8 @@ static void test_exact_unchanged(void **state) {
     struct jev_backend *be = jev_cpu_backend_new(pool);
     const struct mcase mc = {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16};
     struct mat a = mat_make(mc.type, mc.rows, mc.cols, mc.bits, mc.group, mc.stype, 9);
-    const int64_t counts[] = {1, 7};
-    for (size_t i = 0; i < 2; i++) {
+    const int64_t counts[] = {1, 2, 3, 7};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
         int64_t n = counts[i], len = n * mc.rows;
         float *x = malloc((size_t)(n * mc.cols) * sizeof(float)), *want = malloc((size_t)len * sizeof(float));
         float *got = malloc((size_t)len * sizeof(float)), *fast = malloc((size_t)len * sizeof(float));
@@ -299,7 +303,13 @@ static void test_exact_unchanged(void **state) {
         if (jev_cpu_bf16_hw()) {
             assert_int_equal(jev_cpu_ops.set_precision(be, JEV_PRECISION_FAST, &err), JEV_OK);
             jev_cpu_ops.matmul(be, &a.m, x, n, fast);
-            assert_true(memcmp(want, fast, (size_t)len * sizeof(float)) != 0); /* fast mode did run */
+            if (n < JEV_CPU_GEMM_MIN_N) {
+                assert_memory_equal(want, fast, (size_t)len * sizeof(float));
+            } else {
+                assert_true(memcmp(want, fast, (size_t)len * sizeof(float)) != 0); /* fast mode did run */
+                jev_cpu_matmul_bf16(be, &a.m, x, n, got);
+                assert_memory_equal(got, fast, (size_t)len * sizeof(float));
+            }
             assert_int_equal(jev_cpu_ops.set_precision(be, JEV_PRECISION_EXACT, &err), JEV_OK);
             jev_cpu_ops.matmul(be, &a.m, x, n, got);
             assert_memory_equal(want, got, (size_t)len * sizeof(float));

@@ -11,26 +11,30 @@
  * exact in f32; the sums are f32. Everything that is not this product stays f32, as on CUDA:
  * matmul_rows (the head over candidate rows, scoring), attention, norms, the DeltaNet state.
  *
- * Two kernels:
- * - AVX512 (vdpbf16ps): each output one 16-lane accumulator over the 32-value chunks of its row and
- *   token, then one fixed horizontal sum; 4 rows x up to 4 tokens at a time. Weight rows are read in
- *   place (bf16) or dequantized into the thread's buffer, 4 rows at a time for 1-2 tokens (decode:
- *   the weights stream once), 64 for more (each tile then serves every token). Used for 1 and 2
- *   tokens, and for every count where AMX is not there.
- * - AMX (tdpbf16ps), from JEV_CPU_GEMM_MIN_N tokens where the CPU has AMX-BF16 and Linux grants the
- *   process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM). The weight rows dequantized to bf16 are
- *   the A tiles (16 rows x 32 values, no repacking); the activations are packed once per pass into
- *   B tiles (16 value pairs x 16 tokens, the pair-interleaved layout tdpbf16ps reads); 2 x 2 C
- *   tiles of 16 rows x 16 tokens accumulate over the columns, then go to y through a transpose.
- * Each output is summed over its own row and token only, in an order the kernel fixes (not the token
- * count, the thread split or the row's place): within a kernel a token's outputs are the same bits
- * whatever other tokens share the call, so batched answers equal lone ones as in exact mode
- * (cpu-matmul.c) from JEV_CPU_GEMM_MIN_N tokens up (from 1 token without AMX).
+ * Which products: those of JEV_CPU_GEMM_MIN_N tokens or more (prefill, suffix scoring, the vision
+ * tower). Products of 1 and 2 tokens (decode steps) run cpu-matmul.c's f32 kernels in both modes, as
+ * CUDA's fast mode reads few-token rows in f32: the weights stream from memory either way, and the
+ * bf16 form measured slower here (jev_cpu_matmul_op says where). jev_cpu_matmul_bf16 itself takes
+ * any count (its tests hold 1 and 2 tokens too).
  *
- * Threads: as cpu-matmul.c, each pool task an equal share of the output rows (32-row tasks for 1-2
- * tokens, where tasks are cheap and balance themselves). The activations of one pass (at most
- * JEV_CPU_XH_VALUES bf16 values; more tokens take several passes) are rounded first, spread over
- * the pool by tokens.
+ * Two kernels:
+ * - AMX (tdpbf16ps), where the CPU has AMX-BF16 and Linux grants the process the tile state
+ *   (arch_prctl ARCH_REQ_XCOMP_PERM). The weight rows dequantized to bf16 are the A tiles (16 rows
+ *   x 32 values, no repacking); the activations are packed once per pass into B tiles (16 value
+ *   pairs x 16 tokens, the pair-interleaved layout tdpbf16ps reads); 2 x 2 C tiles of 16 rows x 16
+ *   tokens accumulate over the columns, then go to y through a transpose.
+ * - AVX512 (vdpbf16ps), where there is no AMX: each output one 16-lane accumulator over the
+ *   32-value chunks of its row and token, then one fixed horizontal sum; 4 rows x up to 4 tokens at
+ *   a time, against tiles of 64 weight rows read in place (bf16) or dequantized into the thread's
+ *   buffer. (Measured on the development machine with AMX switched off: slower than exact's
+ *   OpenBLAS sgemm there; a kernel on pair-interleaved weight tiles would be the next step.)
+ * Each output is summed over its own row and token only, in an order the kernel fixes (not the token
+ * count, the thread split or the row's place): a token's outputs are the same bits whatever other
+ * tokens share the call, so batched answers equal lone ones as in exact mode (cpu-matmul.c).
+ *
+ * Threads: as cpu-matmul.c, each pool task an equal share of the output rows. The activations of one
+ * pass (at most JEV_CPU_XH_VALUES bf16 values; more tokens take several passes) are rounded first,
+ * spread over the pool by tokens.
  *
  * Not here: the exact products (cpu-matmul.c, untouched: exact mode is the same code and bits as
  * before fast mode existed) and non-x86 CPUs (fast is refused there: jev_cpu_bf16_hw says NONE).
@@ -131,8 +135,11 @@ enum jev_status jev_cpu_set_precision(struct jev_backend *be, enum jev_precision
     return JEV_OK;
 }
 
+/* Fast mode's kernels from JEV_CPU_GEMM_MIN_N tokens. Products of 1 and 2 tokens (decode steps) run the
+ * f32 kernels in both modes, as on CUDA: the weights stream from memory either way, and the bf16 form
+ * was measured slower (bench/results/2026-12-02-dev-2core-cpu-fast: 91-103 against 68-76 ms a token). */
 void jev_cpu_matmul_op(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
-    if (be && be->bf16 != JEV_CPU_BF16_NONE)
+    if (be && be->bf16 != JEV_CPU_BF16_NONE && n >= JEV_CPU_GEMM_MIN_N)
         jev_cpu_matmul_bf16(be, w, x, n, y);
     else
         jev_cpu_matmul_fast(be, w, x, n, y);
@@ -432,26 +439,6 @@ JEV_BF16 static void dot_tile_n(const uint16_t *const *rows, int nr, const uint1
     }
 }
 
-/* Requests every cache line of rows [r0, r1) of w (values or codes, scales, biases). For 1-2 tokens the
- * weights stream from DRAM a tile of 4 rows at a time, too short for the hardware prefetcher to ramp up
- * (cpu-matmul.c's q4_prefetch measured the same on the exact kernel). */
-JEV_BF16 static void prefetch_rows(const struct jev_matrix *w, int64_t r0, int64_t r1) {
-    const int64_t cols = w->cols;
-    size_t bytes = w->type == JEV_MTYPE_F32       ? 4 * (size_t)cols
-                   : w->type == JEV_MTYPE_QAFFINE ? (size_t)(cols * w->bits / 8)
-                                                  : 2 * (size_t)cols;
-    for (int64_t r = r0; r < r1; r++) {
-        const char *c = (const char *)w->data + (size_t)r * bytes;
-        for (size_t b = 0; b < bytes; b += 64)
-            _mm_prefetch(c + b, _MM_HINT_T0);
-        if (w->type == JEV_MTYPE_QAFFINE && w->group > 0) {
-            size_t sz = w->stype == JEV_STYPE_F32 ? 4 : 2, g = (size_t)(cols / w->group);
-            _mm_prefetch((const char *)w->scales + (size_t)r * g * sz, _MM_HINT_T0);
-            _mm_prefetch((const char *)w->biases + (size_t)r * g * sz, _MM_HINT_T0);
-        }
-    }
-}
-
 /* Rows [task * share, +share): a tile of rows at a time (in place for bf16), every token against it. */
 JEV_BF16 static void dot_task(void *arg, int64_t task, int thread) {
     const struct job *j = arg;
@@ -460,12 +447,10 @@ JEV_BF16 static void dot_task(void *arg, int64_t task, int thread) {
     int64_t r0 = task * j->share, r1 = r0 + j->share < w->rows ? r0 + j->share : w->rows;
     uint16_t *buf = (uint16_t *)(void *)jev_cpu_wbuf(j->be, thread);
     float *fs = jev_cpu_scratch(j->be, thread);
-    const int64_t tile = j->n < JEV_CPU_GEMM_MIN_N ? 4 : DOT_TILE;
+    const int64_t tile = DOT_TILE;
     for (int64_t t0 = r0; t0 < r1; t0 += tile) {
         int64_t nr = r1 - t0 < tile ? r1 - t0 : tile, stride = kp;
         const uint16_t *base = buf;
-        if (tile == 4 && j->kind != K_GENERIC) /* the next tile's rows, while this one is computed */
-            prefetch_rows(w, t0 + nr, t0 + nr + 4 < r1 ? t0 + nr + 4 : r1);
         if (j->kind == K_BF16) {
             base = (const uint16_t *)w->data + t0 * cols;
             stride = cols;
@@ -594,18 +579,13 @@ void jev_cpu_matmul_bf16(struct jev_backend *be, const struct jev_matrix *w, con
     /* a pass holds at least 32 tokens; an AMX tile of rows and the generic row fit the thread's buffers */
     JEV_ASSERT(cols > 0 && kp * 32 <= JEV_CPU_XH_VALUES && AMX_TILE * (kp + 32) <= 2 * (int64_t)JEV_CPU_WBUF_FLOATS &&
                cols <= JEV_CPU_SCRATCH_FLOATS);
-    const bool amx = be->bf16 == JEV_CPU_BF16_AMX && n >= JEV_CPU_GEMM_MIN_N;
+    const bool amx = be->bf16 == JEV_CPU_BF16_AMX;
     const int64_t pass = JEV_CPU_XH_VALUES / kp / 32 * 32, threads = be->n_threads > 0 ? be->n_threads : 1;
     for (int64_t t0 = 0; t0 < n; t0 += pass) {
         struct job j = {be, w, kind_of(w),      x + t0 * cols, be->xh, n - t0 < pass ? n - t0 : pass,
                         kp, 0, y + t0 * w->rows};
-        if (!amx && j.n < JEV_CPU_GEMM_MIN_N) {
-            pack_rows_task(&j, 0, 0);
-            j.share = 32; /* decode: small tasks that balance themselves */
-        } else {
-            jev_pool_run(be->pool, (j.n + 15) / 16, amx ? pack_tiles_task : pack_rows_task, &j);
-            j.share = ((w->rows + threads - 1) / threads + 31) / 32 * 32;
-        }
+        jev_pool_run(be->pool, (j.n + 15) / 16, amx ? pack_tiles_task : pack_rows_task, &j);
+        j.share = ((w->rows + threads - 1) / threads + 31) / 32 * 32;
         jev_pool_run(be->pool, (w->rows + j.share - 1) / j.share, amx ? amx_task : dot_task, &j);
     }
 }

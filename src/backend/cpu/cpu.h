@@ -85,7 +85,8 @@ void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w
 void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
 
 /* cpu-matmul-bf16.c: fast mode (AVX512-BF16 dot products, AMX-BF16 tiles). The table's matmul is
- * jev_cpu_matmul_op: jev_cpu_matmul_fast in exact mode, jev_cpu_matmul_bf16 in fast mode. */
+ * jev_cpu_matmul_op: jev_cpu_matmul_bf16 in fast mode from JEV_CPU_GEMM_MIN_N tokens, else (exact mode,
+ * and 1-2 tokens in both modes) jev_cpu_matmul_fast. jev_cpu_matmul_bf16 takes any token count. */
 void jev_cpu_matmul_op(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cpu_matmul_bf16(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 /* The table's set_precision: exact always; fast with the kernels jev_cpu_bf16_choose picks, else refused. */
