@@ -108,9 +108,10 @@ enum jev_precision {
     /* f32 math everywhere (the default): every op's result within 1e-5 of transformers in f32 */
     JEV_PRECISION_EXACT = 0,
     /* bf16 matrix products with f32 accumulation (tensor cores on CUDA; AVX512-BF16, and AMX tiles
-     * where there, on the CPU); the DeltaNet state, norms, softmax and scoring stay f32. Its cost in
-     * accuracy is measured by `jev bench --precision fast`. The CUDA backend has it; the CPU backend
-     * has it where the CPU has AVX512-BF16 and refuses it elsewhere with JEV_ERR_UNSUPPORTED. */
+     * where there, on the CPU); the DeltaNet state, norms, softmax, scoring and the few-token products
+     * of decode steps stay f32. Its cost in accuracy is measured by `jev bench --precision fast`.
+     * The CUDA backend has it; the CPU backend has it where the CPU has AVX512-BF16 and refuses it
+     * elsewhere with JEV_ERR_UNSUPPORTED. */
     JEV_PRECISION_FAST = 1,
 };
 
