@@ -107,9 +107,11 @@ JEV_API void jev_model_free(struct jev_model *model);
 enum jev_precision {
     /* f32 math everywhere (the default): every op's result within 1e-5 of transformers in f32 */
     JEV_PRECISION_EXACT = 0,
-    /* bf16 tensor-core matrix products with f32 accumulation; the DeltaNet state, norms, softmax
-     * and scoring stay f32. Its cost in accuracy is measured by `jev bench --precision fast`.
-     * The CUDA backend has it; the CPU backend refuses it with JEV_ERR_UNSUPPORTED. */
+    /* bf16 matrix products with f32 accumulation (tensor cores on CUDA; AVX512-BF16, and AMX tiles
+     * where there, on the CPU); the DeltaNet state, norms, softmax, scoring and the few-token products
+     * of decode steps stay f32. Its cost in accuracy is measured by `jev bench --precision fast`.
+     * The CUDA backend has it; the CPU backend has it where the CPU has AVX512-BF16 and refuses it
+     * elsewhere with JEV_ERR_UNSUPPORTED. */
     JEV_PRECISION_FAST = 1,
 };
 
@@ -124,9 +126,9 @@ struct jev_engine_params {
 };
 
 JEV_API struct jev_engine_params jev_engine_default_params(void);
-/* A precision the model's backend has no kernels for (fast on the CPU) is JEV_ERR_UNSUPPORTED, and
- * jev_engine_last_error names what to use instead; a value outside the enum is JEV_ERR_INVALID_ARG.
- * A mode is never silently replaced by another. */
+/* A precision the model's backend has no kernels for (fast on a CPU without AVX512-BF16) is
+ * JEV_ERR_UNSUPPORTED, and jev_engine_last_error names what is missing and what to use instead; a
+ * value outside the enum is JEV_ERR_INVALID_ARG. A mode is never silently replaced by another. */
 JEV_API enum jev_status jev_engine_init(struct jev_model *model, const struct jev_engine_params *params,
                                         struct jev_engine **out);
 JEV_API void jev_engine_free(struct jev_engine *engine);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cpu-flags.h"  // defines: cpu_fast_mode
 #include "jev.h"        // defines: the public API under test
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
@@ -150,8 +151,20 @@ static void test_time_limit_is_504(void **state) {
     jev_decider_set_timeout(decider, 0);
 }
 
-/* The precision modes: named, exact by default, fast refused on the CPU backend with a message that
- * says what to use instead (never run as exact under fast's name), a value outside the enum refused. */
+/* The precision modes: named, exact by default; fast on the CPU backend made where the CPU has
+ * AVX512-BF16 (tests/cpu-flags.h) and refused elsewhere with a message naming the missing feature
+ * and what to use instead, never run as exact under fast's name; JEV_CPU_BF16=none refuses it on
+ * any CPU; a value outside the enum refused. */
+static void expect_fast_refused(struct jev_engine_params ep, const char *names) {
+    struct jev_engine *e = NULL;
+    assert_int_equal(jev_engine_init(model, &ep, &e), JEV_ERR_UNSUPPORTED);
+    assert_non_null(e);
+    const char *msg = jev_engine_last_error(e);
+    if (!strstr(msg, "\"fast\"") || !strstr(msg, "use precision exact") || !strstr(msg, names))
+        fail_msg("the refusal does not say what is missing and what to use instead: %s", msg);
+    jev_engine_free(e);
+}
+
 static void test_precision(void **state) {
     (void)state;
     assert_string_equal(jev_precision_name(JEV_PRECISION_EXACT), "exact");
@@ -164,12 +177,16 @@ static void test_precision(void **state) {
     ep.max_batch = 2;
     ep.precision = JEV_PRECISION_FAST;
     struct jev_engine *e = NULL;
-    assert_int_equal(jev_engine_init(model, &ep, &e), JEV_ERR_UNSUPPORTED);
-    assert_non_null(e);
-    const char *msg = jev_engine_last_error(e);
-    if (!strstr(msg, "\"fast\"") || !strstr(msg, "use precision exact") || !strstr(msg, "--backend cuda"))
-        fail_msg("the refusal does not say what to use instead: %s", msg);
-    jev_engine_free(e);
+    if (cpu_fast_mode()) {
+        assert_int_equal(jev_engine_init(model, &ep, &e), JEV_OK);
+        jev_engine_free(e);
+        e = NULL;
+    } else {
+        expect_fast_refused(ep, "AVX512-BF16");
+    }
+    assert_int_equal(setenv("JEV_CPU_BF16", "none", 1), 0);
+    expect_fast_refused(ep, cpu_fast_mode() ? "JEV_CPU_BF16=none" : "AVX512-BF16");
+    unsetenv("JEV_CPU_BF16");
 
     ep.precision = (enum jev_precision)5;
     e = NULL;

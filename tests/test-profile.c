@@ -53,11 +53,20 @@ static void test_wrapped_ops(void **state) {
                      jev_cpu_ops.min_batched_tokens); /* the batch reads it through the profiler */
     assert_null(p->status); /* the CPU cannot fail and counts no device bytes: the profiler says the same */
     assert_null(p->memory);
-    /* the mode goes to the inner instance: the CPU's refusal of fast comes back through the profiler */
+    /* the mode goes to the inner instance: fast reaches it (where the CPU has no AVX512-BF16, its
+     * refusal comes back), and JEV_CPU_BF16=none's refusal comes back through the profiler */
     assert_non_null(p->set_precision);
     assert_int_equal(p->set_precision(pb, JEV_PRECISION_EXACT, &err), JEV_OK);
-    assert_int_equal(p->set_precision(pb, JEV_PRECISION_FAST, &err), JEV_ERR_UNSUPPORTED);
-    assert_non_null(strstr(err.msg, "cpu backend"));
+    assert_int_equal(p->set_precision(pb, JEV_PRECISION_FAST, &err), jev_cpu_bf16_hw() ? JEV_OK : JEV_ERR_UNSUPPORTED);
+    assert_int_equal(be->bf16 != JEV_CPU_BF16_NONE, jev_cpu_bf16_hw() != JEV_CPU_BF16_NONE);
+    assert_int_equal(p->set_precision(pb, JEV_PRECISION_EXACT, &err), JEV_OK);
+    assert_int_equal(be->bf16, JEV_CPU_BF16_NONE);
+    struct jev_error refused = {0};
+    assert_int_equal(setenv("JEV_CPU_BF16", "none", 1), 0);
+    enum jev_status st = p->set_precision(pb, JEV_PRECISION_FAST, &refused);
+    unsetenv("JEV_CPU_BF16");
+    assert_int_equal(st, JEV_ERR_UNSUPPORTED);
+    assert_non_null(strstr(refused.msg, "cpu backend"));
 
     /* a 16 x 24 f32 matrix against 5 tokens (the many-token regime) and 1 token */
     enum { R = 16, C = 24, T = 5 };

@@ -7,8 +7,9 @@
  * are 1; --host, --port, --api-key, --http-threads, --max-queue, --max-body,
  * --idle-timeout and -v reach the server (the start line, 401/200, the body
  * limit, a silent connection closed, one log line per request); IPv6;
- * --request-timeout; --no-prefix-reuse; --max-tokens; --precision fast on
- * the CPU is 1, naming what to use instead. The lost device's exit status 3
+ * --request-timeout; --no-prefix-reuse; --max-tokens; --precision fast
+ * served where the CPU has AVX512-BF16 (GET /v1/models names it) and 1
+ * where the CPU backend cannot run it, naming what to use instead. The lost device's exit status 3
  * is tests/test-device-fault.c's. Waits are bounds on a failure.
  */
 #include <setjmp.h>
@@ -29,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu-flags.h"  // defines: cpu_fast_mode
 #include "serve-test.h" // defines: struct reply, reply_on_body, serve_child_run, serve_line_port
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
@@ -298,9 +300,12 @@ static void test_cli_cannot_start(void **state) {
         fail_msg("stderr: %s", err);
     free(err);
 
-    /* a mode the backend cannot run: refused at the engine, never served as another mode */
+    /* a mode the backend cannot run (fast with the CPU's bf16 kernels off, as on a CPU without
+     * AVX512-BF16): refused at the engine, never served as another mode */
     const char *const fast[] = {"--precision", "fast", NULL};
+    const char *const no_bf16[] = {"JEV_CPU_BF16=none", NULL};
     o.extra = fast;
+    o.env = no_bf16;
     c = serve_child_run(&o);
     assert_int_equal(c.port, 0);
     assert_int_equal(child_exit(&c), 1);
@@ -380,6 +385,37 @@ static void test_cli_options_reach_the_server(void **state) {
     free(with_key.body);
     free(big.body);
     free(err);
+    serve_child_expect_clean_exit(status);
+}
+
+/* --precision fast where the CPU has AVX512-BF16 (tests/cpu-flags.h): the server starts and names its
+ * mode in GET /v1/models (elsewhere it exits 1 naming the missing feature). */
+static void test_cli_fast(void **state) {
+    (void)state;
+    char path[1200];
+    err_file("fast", path, sizeof path);
+    const char *const fast[] = {"--precision", "fast", NULL};
+    struct serve_opts o = {.model_dir = model_dir, .extra = fast, .stderr_path = path};
+    struct serve_child c = serve_child_run(&o);
+    if (!cpu_fast_mode()) {
+        assert_int_equal(c.port, 0);
+        assert_int_equal(child_exit(&c), 1);
+        char *err = slurp_file(path);
+        if (!strstr(err, "AVX512-BF16") || !strstr(err, "use precision exact"))
+            fail_msg("stderr: %s", err);
+        free(err);
+        return;
+    }
+    struct reply r = {0};
+    if (c.port > 0) {
+        struct call m = {.method = "GET", .path = "/v1/models"};
+        r = http(c.port, &m);
+    }
+    int status = serve_child_stop(&c, SIGTERM);
+    assert_int_equal(r.status, 200);
+    if (!r.body || !strstr(r.body, "\"precision\":\"fast\""))
+        fail_msg("GET /v1/models in fast mode: %s", r.body ? r.body : "(no body)");
+    free(r.body);
     serve_child_expect_clean_exit(status);
 }
 
@@ -465,6 +501,7 @@ int main(void) {
         cmocka_unit_test(test_cli_cannot_start),
         cmocka_unit_test(test_cli_options_reach_the_server),
         cmocka_unit_test(test_cli_ipv6),
+        cmocka_unit_test(test_cli_fast),
         cmocka_unit_test(test_cli_request_timeout),
         cmocka_unit_test(test_cli_prefix_reuse),
     };

@@ -43,7 +43,7 @@ static void usage(FILE *f) {
                "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
                "  --threads N          worker threads (default: all cores)\n"
                "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-               "  --precision M        exact (default: f32 math) or fast (bf16 matrix products; --backend cuda)\n"
+               "  --precision M        exact (default: f32 math) or fast (bf16 products: CUDA, AVX512-BF16 CPUs)\n"
                "  -v                   the engine's sizes, and the engines the command made, on stderr\n"
                "  --json               print the response body instead of the table\n"
                "  --dump-ids FILE      write the scoring inputs (ids, pixels, labels, candidates) as JSON\n");

@@ -38,7 +38,7 @@ static void usage(FILE *f) {
             "  --decode N           greedy decode steps after the prefill (default 8)\n"
             "  --threads N          worker threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-            "  --precision M        exact (default: f32 math) or fast (bf16 matrix products; --backend cuda)\n"
+            "  --precision M        exact (default: f32 math) or fast (bf16 matrix products: CUDA, AVX512-BF16 CPUs)\n"
             "  -v                   the engine's sizes, and the engines the command made, on stderr\n"
             "  --top K              next tokens to print after the prefill (default 5)\n"
             "  --peak               also measure the f32 FMA peak and print the prefill's share of it\n"

@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "  --api-key K          require \"Authorization: Bearer K\" (default: $JEV_API_KEY; none = open)\n"
             "  --threads N          compute threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
-            "  --precision M        exact (default: f32 math) or fast (bf16 matrix products; --backend cuda);\n"
+            "  --precision M        exact (default: f32 math) or fast (bf16 matrix products: CUDA, AVX512-BF16 CPUs);\n"
             "                       GET /v1/models names it\n"
             "  --http-threads N     threads that serve the connections (default 4)\n"
             "  --max-body BYTES     largest request body (default and most 33554432 = 32 MiB)\n"

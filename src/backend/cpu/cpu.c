@@ -35,6 +35,7 @@ void jev_cpu_backend_free(struct jev_backend *be) {
         return;
     free(be->scratch);
     free(be->wbuf);
+    free(be->xh);
     free(be);
 }
 
@@ -120,18 +121,6 @@ static void cpu_matrix_release(struct jev_backend *be, struct jev_matrix *mirror
     memset(mirror, 0, sizeof *mirror);
 }
 
-/* Exact only for now: the CPU has no bf16 matrix kernels yet. Fast is refused, never run as exact
- * under its name (the benchmark would record exact timings as fast ones). */
-static enum jev_status cpu_set_precision(struct jev_backend *be, enum jev_precision p, struct jev_error *err) {
-    (void)be;
-    if (p == JEV_PRECISION_EXACT)
-        return JEV_OK;
-    return jev_fail(err, JEV_ERR_UNSUPPORTED,
-                    "cpu backend: precision \"%s\" (bf16 matrix products) has no CPU kernels yet: use precision "
-                    "exact on the CPU, or --backend cuda for fast",
-                    jev_precision_name(p));
-}
-
 const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
     .host_memory = true,
@@ -145,8 +134,8 @@ const struct jev_ops jev_cpu_ops = {
     .matrix_mirror = cpu_matrix_mirror,
     .matrix_release = cpu_matrix_release,
     .status = NULL,
-    .set_precision = cpu_set_precision,
-    .matmul = jev_cpu_matmul_fast,
+    .set_precision = jev_cpu_set_precision, /* cpu-matmul-bf16.c: fast where the CPU has AVX512-BF16 */
+    .matmul = jev_cpu_matmul_op,
     .matmul_rows = jev_cpu_matmul_rows_fast,
     .embed = jev_cpu_embed_fast,
     .rmsnorm = jev_cpu_rmsnorm,

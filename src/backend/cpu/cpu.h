@@ -16,12 +16,18 @@
 #define JEV_CPU_WBUF_FLOATS (1 << 22)    /* per-thread dequantized weight tile for sgemm (16 MiB) */
 #define JEV_CPU_GEMM_MIN_N                                                                                             \
     3 /* tokens from which matmul dequantizes tiles for sgemm (measured on/above the fused kernels) */
+#define JEV_CPU_XH_VALUES (1 << 23) /* fast mode: bf16 activations of one product pass (16 MiB, made on the switch) */
+
+/* Fast mode's kernels (cpu-matmul-bf16.c), in order of preference; NONE: exact mode. */
+enum jev_cpu_bf16 { JEV_CPU_BF16_NONE = 0, JEV_CPU_BF16_AVX512 = 1, JEV_CPU_BF16_AMX = 2 };
 
 struct jev_backend {
-    struct jev_pool *pool; /* workers for parallel loops (not owned); NULL = caller only */
-    int n_threads;         /* jev_pool_size(pool) */
-    float *scratch;        /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
-    float *wbuf;           /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
+    struct jev_pool *pool;  /* workers for parallel loops (not owned); NULL = caller only */
+    int n_threads;          /* jev_pool_size(pool) */
+    float *scratch;         /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
+    float *wbuf;            /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
+    enum jev_cpu_bf16 bf16; /* the kernels matmul runs: NONE in exact mode (the start), fast mode's otherwise */
+    uint16_t *xh;           /* fast mode: [JEV_CPU_XH_VALUES] bf16 activations; made by the first switch to fast */
 };
 
 /*
@@ -87,6 +93,23 @@ void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, con
 void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                               int32_t n_rows, const float *x, int64_t n, float *y);
 void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
+
+/* cpu-matmul-bf16.c: fast mode (AVX512-BF16 dot products, AMX-BF16 tiles). The table's matmul is
+ * jev_cpu_matmul_op: jev_cpu_matmul_bf16 in fast mode from JEV_CPU_GEMM_MIN_N tokens, else (exact mode,
+ * and 1-2 tokens in both modes) jev_cpu_matmul_fast. jev_cpu_matmul_bf16 takes any token count. */
+void jev_cpu_matmul_op(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+void jev_cpu_matmul_bf16(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+/* The table's set_precision: exact always; fast with the kernels jev_cpu_bf16_choose picks, else refused. */
+enum jev_status jev_cpu_set_precision(struct jev_backend *be, enum jev_precision p, struct jev_error *err);
+/* What this CPU can run (detected once): AMX where it has AMX-BF16 and Linux lets the process use the
+ * tiles, AVX512 where it has AVX512-BF16 (with AVX512 F, BW, VL, DQ), else NONE. */
+enum jev_cpu_bf16 jev_cpu_bf16_hw(void);
+/* Fast mode's decision: the kernels to run given what the CPU has and cap (the JEV_CPU_BF16 variable:
+ * none, avx512 or amx, the most fast mode may use; NULL or empty: no cap). NONE available is
+ * JEV_ERR_UNSUPPORTED naming the missing CPU feature (or the cap) and what to use instead; a cap
+ * outside the three names is JEV_ERR_INVALID_ARG. */
+enum jev_status jev_cpu_bf16_choose(enum jev_cpu_bf16 have, const char *cap, enum jev_cpu_bf16 *out,
+                                    struct jev_error *err);
 
 /* cpu-elementwise.c */
 void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int64_t n, int32_t d, float eps, float *y);
