@@ -52,7 +52,8 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "base/timing.h" // defines: jev_now_ms
+#include "base/timing.h"      // defines: jev_now_ms
+#include "common/json-diff.h" // defines: jev_json_diff_walk
 
 #define MAX_STEPS 16
 #define MAX_CLIENTS 256
@@ -282,38 +283,6 @@ static double pct(const double *v, size_t n, double p) {
 
 /* ---- comparing answers ---- */
 
-/* The largest |a - b| over the real numbers of two JSON values into *worst; false when anything else
- * differs. (tests/answer-diff.h's rule, which the tests hold the server to.) */
-static bool diff(const json_t *a, const json_t *b, double *worst) {
-    if (json_is_real(a) && json_is_real(b)) {
-        *worst = fmax(*worst, fabs(json_real_value(a) - json_real_value(b)));
-        return true;
-    }
-    if (json_typeof(a) != json_typeof(b))
-        return false;
-    if (json_is_object(a)) {
-        const char *k;
-        json_t *v;
-        if (json_object_size(a) != json_object_size(b))
-            return false;
-        json_object_foreach((json_t *)(uintptr_t)a, k, v) {
-            const json_t *w = json_object_get(b, k);
-            if (!w || !diff(v, w, worst))
-                return false;
-        }
-        return true;
-    }
-    if (json_is_array(a)) {
-        if (json_array_size(a) != json_array_size(b))
-            return false;
-        for (size_t i = 0; i < json_array_size(a); i++)
-            if (!diff(json_array_get(a, i), json_array_get(b, i), worst))
-                return false;
-        return true;
-    }
-    return json_equal((json_t *)(uintptr_t)a, (json_t *)(uintptr_t)b);
-}
-
 static int compare(const char *da, const char *db, int n) {
     double all = 0;
     int same = 0, bad = 0;
@@ -323,7 +292,7 @@ static int compare(const char *da, const char *db, int n) {
         snprintf(pb, sizeof pb, "%s/answer-%03d.json", db, i);
         json_t *a = json_load_file(pa, 0, NULL), *b = json_load_file(pb, 0, NULL);
         double w = 0;
-        bool ok = a && b && json_object_get(a, "answers") && diff(a, b, &w);
+        bool ok = a && b && json_object_get(a, "answers") && jev_json_diff_walk(a, b, &w);
         char *sa = a ? json_dumps(a, JSON_COMPACT) : NULL, *sb = b ? json_dumps(b, JSON_COMPACT) : NULL;
         bool bits = sa && sb && !strcmp(sa, sb);
         printf("request %03d: %s, max |dp| %.3g%s\n", i, ok ? "same keys, choices and usage" : "DIFFERENT", w,

@@ -4,8 +4,9 @@
  * sends, and `jev serve --port 0` as a child process whose start line names
  * its port.
  *
- * What it is not: an HTTP client (each test sets up its own curl handle, the
- * way its case needs), or a process supervisor: the caller stops and reaps
+ * What it is not: a general HTTP client (serve_http makes one plain call on a
+ * fresh connection; a test that needs more sets up its own curl handle), or a
+ * process supervisor: the caller stops and reaps
  * the child. Header-only (static inline functions).
  *
  * The child may get environment variables (the test hook of tools/cmd-serve.c)
@@ -14,6 +15,7 @@
 #ifndef JEV_TESTS_SERVE_TEST_H
 #define JEV_TESTS_SERVE_TEST_H
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -74,6 +76,39 @@ static inline size_t reply_on_header(char *p, size_t size, size_t n, void *u) {
     reply_header_value(p, size * n, "Allow", r->allow, sizeof r->allow);
     reply_header_value(p, size * n, "Retry-After", r->retry, sizeof r->retry);
     return size * n;
+}
+
+/* ---- one call ---- */
+
+/* METHOD PATH (with body as JSON when not NULL) to 127.0.0.1:port on a fresh connection (closed after
+ * it); the reply with its body and headers; curl_ok false when the transfer failed. */
+static inline struct reply serve_http(int port, const char *method, const char *path, const char *body) {
+    struct reply r = {0};
+    CURL *h = curl_easy_init();
+    if (!h)
+        return r;
+    char url[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, "Expect:");
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    }
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
+    r.curl_ok = curl_easy_perform(h) == CURLE_OK;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    return r;
 }
 
 /* ---- `jev serve` as a child ---- */

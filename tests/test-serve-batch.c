@@ -124,31 +124,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-static struct reply http(int port, const char *method, const char *path, const char *body) {
-    struct reply r = {0};
-    CURL *h = curl_easy_init();
-    assert_non_null(h);
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    hdr = curl_slist_append(hdr, "Expect:");
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    }
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    return r;
-}
-
 struct sender {
     int port;
     int idx;
@@ -159,7 +134,7 @@ struct sender {
 static void *sender_main(void *u) {
     struct sender *s = u;
     pthread_barrier_wait(s->go);
-    s->r = http(s->port, "POST", "/v1/systemone", bodies[s->idx]);
+    s->r = serve_http(s->port, "POST", "/v1/systemone", bodies[s->idx]);
     return NULL;
 }
 
@@ -214,7 +189,7 @@ static void test_answers_do_not_depend_on_company(void **state) {
     char *alone[N];
     for (int i = 0; i < N; i++) {
         struct serve_child c = start(NULL);
-        struct reply r = http(c.port, "POST", "/v1/systemone", bodies[i]);
+        struct reply r = serve_http(c.port, "POST", "/v1/systemone", bodies[i]);
         serve_child_expect_clean_exit(serve_child_stop(&c, SIGTERM));
         if (r.status != 200)
             fail_msg("request %d alone: %ld %s", i, r.status, r.body ? r.body : "");
@@ -238,7 +213,7 @@ static void test_answers_do_not_depend_on_company(void **state) {
         shuffle(perm, &seed);
         struct reply got[N];
         all_at_once(c.port, perm, got);
-        struct reply m = http(c.port, "GET", "/metrics", NULL);
+        struct reply m = serve_http(c.port, "GET", "/metrics", NULL);
         /* forwards that held more than one request: the sum of requests per forward over the count */
         double sum = metric(m.body, "jev_batch_requests_sum"), count = metric(m.body, "jev_batch_requests_count");
         shared_forwards += sum - count;

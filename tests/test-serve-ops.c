@@ -110,36 +110,6 @@ static int teardown(void **state) {
     return 0;
 }
 
-/* ---- a client over libcurl (a fresh connection per call) ---- */
-
-static struct reply http(int port, const char *method, const char *path, const char *body) {
-    struct reply r = {0};
-    CURL *h = curl_easy_init();
-    assert_non_null(h);
-    char url[256];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
-    hdr = curl_slist_append(hdr, "Expect:");
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    }
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-    r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_slist_free_all(hdr);
-    curl_easy_cleanup(h);
-    return r;
-}
-
 /* ---- a client over a raw socket (keep-alive, trickling) ---- */
 
 static int raw_connect(int port) {
@@ -265,7 +235,7 @@ static struct serve_child start(const char *const *extra, const char *log) {
 
 /* Requests queued + running, from /ready (answered by the HTTP threads, whatever the queue). */
 static int in_flight(int port) {
-    struct reply r = http(port, "GET", "/ready", NULL);
+    struct reply r = serve_http(port, "GET", "/ready", NULL);
     json_t *j = r.body ? json_loads(r.body, 0, NULL) : NULL;
     int n =
         j ? (int)(json_integer_value(json_object_get(j, "queued")) + json_integer_value(json_object_get(j, "running")))
@@ -357,9 +327,9 @@ static void test_sigterm_answers_every_admitted_request(void **state) {
         usleep(2000);
     assert_true(file_has(log, "draining"));
     /* the drain is under way (seven heavy decisions are still queued): new work is refused */
-    struct reply late = http(c.port, "POST", "/v1/systemone", small_body);
-    struct reply health = http(c.port, "GET", "/health", NULL);
-    struct reply ready = http(c.port, "GET", "/ready", NULL);
+    struct reply late = serve_http(c.port, "POST", "/v1/systemone", small_body);
+    struct reply health = serve_http(c.port, "GET", "/health", NULL);
+    struct reply ready = serve_http(c.port, "GET", "/ready", NULL);
     for (int i = 0; i < N; i++)
         pthread_join(th[i], NULL);
     int status = serve_child_stop(&c, 0); /* reaps it: it exits by itself */
@@ -395,7 +365,7 @@ struct loader {
 static void *loader_main(void *u) {
     struct loader *l = u;
     while (!atomic_load(l->stop)) {
-        struct reply r = http(l->port, "POST", "/v1/systemone", heavy_body);
+        struct reply r = serve_http(l->port, "POST", "/v1/systemone", heavy_body);
         l->answered += r.status == 200;
         free(r.body);
     }
@@ -415,7 +385,7 @@ static void test_health_under_load(void **state) {
     const char *const extra[] = {"--max-running", "2", NULL};
     struct serve_child c = start(extra, NULL);
     double t0 = jev_now_ms();
-    struct reply one = http(c.port, "POST", "/v1/systemone", heavy_body);
+    struct reply one = serve_http(c.port, "POST", "/v1/systemone", heavy_body);
     double decision_ms = jev_now_ms() - t0;
     assert_int_equal(one.status, 200);
     free(one.body);
@@ -433,7 +403,7 @@ static void test_health_under_load(void **state) {
     int bad = 0;
     for (int i = 0; i < PROBES; i++) {
         double a = jev_now_ms();
-        struct reply r = http(c.port, "GET", paths[i % 3], NULL);
+        struct reply r = serve_http(c.port, "GET", paths[i % 3], NULL);
         lat[i] = jev_now_ms() - a;
         bad += r.status != 200;
         free(r.body);
@@ -532,7 +502,7 @@ static void test_read_deadline_and_connection_cap(void **state) {
                 send(fd[i], slow + at, 1, MSG_NOSIGNAL);
         at++;
         if (at == 3) /* every slot taken (the server accepted them: their bytes came) */
-            over = http(c.port, "GET", "/health", NULL);
+            over = serve_http(c.port, "GET", "/health", NULL);
         for (int i = 0; i < T; i++) {
             struct pollfd p = {.fd = fd[i], .events = POLLIN};
             if (!answered[i] && poll(&p, 1, 0) > 0) {
@@ -553,7 +523,7 @@ static void test_read_deadline_and_connection_cap(void **state) {
     struct reply after = {0};
     for (double end = jev_now_ms() + 5000; jev_now_ms() < end; usleep(20000)) {
         free(after.body);
-        after = http(c.port, "GET", "/health", NULL);
+        after = serve_http(c.port, "GET", "/health", NULL);
         if (after.status == 200)
             break;
     }
@@ -602,15 +572,15 @@ static void test_max_batch(void **state) {
     (void)state;
     char *body = choice_body(5, 4, 1, 7);
     struct serve_child c = start(NULL, NULL);
-    struct reply want = http(c.port, "POST", "/v1/systemone", body);
+    struct reply want = serve_http(c.port, "POST", "/v1/systemone", body);
     assert_int_equal(serve_child_stop(&c, SIGTERM), 0);
     assert_int_equal(want.status, 200);
     const char *const sizes[] = {"1", "2", "3"};
     for (int i = 0; i < 3; i++) {
         const char *const extra[] = {"--max-batch", sizes[i], NULL};
         c = start(extra, NULL);
-        struct reply r = http(c.port, "POST", "/v1/systemone", body);
-        struct reply m = http(c.port, "GET", "/metrics", NULL);
+        struct reply r = serve_http(c.port, "POST", "/v1/systemone", body);
+        struct reply m = serve_http(c.port, "GET", "/metrics", NULL);
         int status = serve_child_stop(&c, SIGTERM);
         if (r.status != 200)
             fail_msg("--max-batch %s: %ld %s", sizes[i], r.status, r.body ? r.body : "");
@@ -661,7 +631,7 @@ static void test_questions_run_in_groups_that_fit(void **state) {
     json_decref(root);
     const char *const big[] = {"--max-tokens", "4096", "--max-running", "1", "--max-batch", "4", NULL};
     struct serve_child c = start(big, NULL);
-    struct reply want = http(c.port, "POST", "/v1/systemone", body);
+    struct reply want = serve_http(c.port, "POST", "/v1/systemone", body);
     assert_int_equal(serve_child_stop(&c, SIGTERM), 0);
     assert_int_equal(want.status, 200);
     json_t *wj = json_loads(want.body, 0, NULL);
@@ -671,7 +641,7 @@ static void test_questions_run_in_groups_that_fit(void **state) {
     assert_true(input > 1200); /* four suffixes of ~450 tokens: more than the small pool below */
     const char *const small[] = {"--max-tokens", "512", "--max-running", "1", "--max-batch", "4", NULL};
     c = start(small, NULL);
-    struct reply r = http(c.port, "POST", "/v1/systemone", body);
+    struct reply r = serve_http(c.port, "POST", "/v1/systemone", body);
     int status = serve_child_stop(&c, SIGTERM);
     if (r.status != 200)
         fail_msg("--max-tokens 512: %ld %s", r.status, r.body ? r.body : "");
@@ -689,14 +659,14 @@ static void test_questions_run_in_groups_that_fit(void **state) {
 static void test_ready_and_metrics(void **state) {
     (void)state;
     struct serve_child c = start(NULL, NULL);
-    struct reply ready = http(c.port, "GET", "/ready", NULL);
+    struct reply ready = serve_http(c.port, "GET", "/ready", NULL);
     for (int i = 0; i < 3; i++) {
-        struct reply r = http(c.port, "POST", "/v1/systemone", small_body);
+        struct reply r = serve_http(c.port, "POST", "/v1/systemone", small_body);
         assert_int_equal(r.status, 200);
         free(r.body);
     }
-    struct reply bad = http(c.port, "POST", "/v1/systemone", "{");
-    struct reply m = http(c.port, "GET", "/metrics", NULL);
+    struct reply bad = serve_http(c.port, "POST", "/v1/systemone", "{");
+    struct reply m = serve_http(c.port, "GET", "/metrics", NULL);
     int status = serve_child_stop(&c, SIGTERM);
     assert_int_equal(ready.status, 200);
     json_t *j = json_loads(ready.body, 0, NULL);
