@@ -8,7 +8,8 @@
  *   at most JEV_CUDA_DQ_CAP: sized while the engine is made, never in the token loop.
  * - jev_cuda_dequant_rows: rows [r0, r0 + nr) into f32 rows (exact mode: the values of
  *   backend/matrix.c bit for bit, cuda-weights-int.h) or those values rounded to bf16 (fast mode,
- *   base/half.h's rounding), for matmul's cuBLAS call right after.
+ *   base/half.h's rounding), for matmul's cuBLAS call right after. A thread a u32 word of 2-, 4- or
+ *   8-bit codes, or 8 bf16 / f16 values; one a value otherwise (3-, 5-, 6-bit codes, odd shapes).
  * - jev_cuda_to_bf16: fast mode's activations rounded to bf16, as the CPU reference rounds them.
  *
  * Kernel -> launcher -> entry: the kernels are file-static; the launchers are the entries
@@ -49,6 +50,64 @@ static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int6
     }
 }
 
+/* Stores PER values (PER a multiple of 4) at out + at, as f32 (16-byte stores) or rounded to bf16
+ * (8-byte stores); at is a multiple of 4 and out 256-byte aligned, so every store is aligned. */
+template <bool BF16, int PER> static __device__ void store_values(void *out, int64_t at, const float *v) {
+#pragma unroll
+    for (int k = 0; k < PER; k += 4) {
+        if (BF16) {
+            uint2 u;
+            u.x = (uint32_t)jev_f32_to_bf16(v[k]) | (uint32_t)jev_f32_to_bf16(v[k + 1]) << 16;
+            u.y = (uint32_t)jev_f32_to_bf16(v[k + 2]) | (uint32_t)jev_f32_to_bf16(v[k + 3]) << 16;
+            *(uint2 *)((uint16_t *)out + at + k) = u;
+        } else {
+            *(float4 *)((float *)out + at + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        }
+    }
+}
+
+/* The words form of dequant_rows_kernel for affine codes of BITS = 2, 4 or 8 bits whose group holds whole
+ * u32 words: one thread per word (32 / BITS codes of one group: one scale and one bias), its values
+ * stored together. The same arithmetic as jev_cuda_wget per element, so the same bits; the per-element
+ * kernel spent its time on a 64-bit division, a type switch and two scale loads per value (7 ms of a
+ * 532-token prefill, issue 13's run 6). Word i of rows r0.. is element i * (32 / BITS) of the rows. */
+template <bool BF16, int BITS>
+static __global__ void dequant_words_kernel(struct jev_matrix w, int64_t r0, int64_t n_words, void *out) {
+    constexpr int PER = 32 / BITS;
+    const int64_t row_words = w.cols / PER, groups = w.cols / w.group;
+    const uint32_t *codes = (const uint32_t *)w.data + r0 * row_words;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n_words; i += stride) {
+        const int64_t r = i / row_words, c0 = (i - r * row_words) * PER;
+        const uint32_t word = codes[i];
+        const int64_t g = (r0 + r) * groups + c0 / w.group;
+        const float s = jev_cuda_wscale(w.stype, w.scales, g), b = jev_cuda_wscale(w.stype, w.biases, g);
+        float v[PER];
+#pragma unroll
+        for (int k = 0; k < PER; k++)
+            v[k] = JEV_CUDA_ADD_RN(JEV_CUDA_MUL_RN(s, (float)((word >> (k * BITS)) & ((1u << BITS) - 1u))), b);
+        store_values<BF16, PER>(out, i * PER, v);
+    }
+}
+
+/* bf16 or f16 rows (cols a multiple of 8), 8 values a thread: one 16-byte load, widened as base/half.h
+ * widens (bit operations), stored together. Element i * 8 of rows r0.. starts group i. */
+template <bool BF16, bool SRC_BF16>
+static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, int64_t n8, void *out) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
+        const uint4 u = ((const uint4 *)data)[i];
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
+        float v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const uint16_t h = (uint16_t)(words[k / 2] >> (16 * (k % 2)));
+            v[k] = SRC_BF16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
+        }
+        store_values<BF16, 8>(out, i * 8, v);
+    }
+}
+
 static __global__ void to_bf16_kernel(const float *__restrict__ x, int64_t count, uint16_t *__restrict__ out) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride)
@@ -62,10 +121,37 @@ void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, i
     const int64_t count = nr * (int64_t)w->cols;
     if (count <= 0)
         return;
-    if (as_bf16)
-        dequant_rows_kernel<true><<<dq_blocks(be, count), DQ_THREADS, 0, be->stream>>>(*w, r0, count, out);
-    else
-        dequant_rows_kernel<false><<<dq_blocks(be, count), DQ_THREADS, 0, be->stream>>>(*w, r0, count, out);
+    cudaStream_t st = be->stream;
+    const int bits = w->bits;
+    if (w->type == JEV_MTYPE_QAFFINE && (bits == 2 || bits == 4 || bits == 8) && w->group % (32 / bits) == 0) {
+        const int64_t n = count / (32 / bits);
+        const unsigned nb = dq_blocks(be, n);
+#define WORDS(B)                                                                                                       \
+    (as_bf16 ? dequant_words_kernel<true, B><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out)                                \
+             : dequant_words_kernel<false, B><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out))
+        if (bits == 2)
+            WORDS(2);
+        else if (bits == 4)
+            WORDS(4);
+        else
+            WORDS(8);
+#undef WORDS
+    } else if ((w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0) {
+        const uint16_t *src = (const uint16_t *)w->data + r0 * (int64_t)w->cols;
+        const int64_t n = count / 8;
+        const unsigned nb = dq_blocks(be, n);
+        const bool bf = w->type == JEV_MTYPE_BF16;
+        if (as_bf16)
+            bf ? dequant_halves_kernel<true, true><<<nb, DQ_THREADS, 0, st>>>(src, n, out)
+               : dequant_halves_kernel<true, false><<<nb, DQ_THREADS, 0, st>>>(src, n, out);
+        else
+            bf ? dequant_halves_kernel<false, true><<<nb, DQ_THREADS, 0, st>>>(src, n, out)
+               : dequant_halves_kernel<false, false><<<nb, DQ_THREADS, 0, st>>>(src, n, out);
+    } else if (as_bf16) {
+        dequant_rows_kernel<true><<<dq_blocks(be, count), DQ_THREADS, 0, st>>>(*w, r0, count, out);
+    } else {
+        dequant_rows_kernel<false><<<dq_blocks(be, count), DQ_THREADS, 0, st>>>(*w, r0, count, out);
+    }
     jev_cuda_check(be, cudaGetLastError(), "dequantize rows");
 }
 
