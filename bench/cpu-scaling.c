@@ -5,7 +5,7 @@
  *   cpu-scaling [--max-threads N] [--tokens M] [--rows R] [--cols K] [--repeats N]
  *
  * For T = 1, 2, 4, ... up to N threads (default: all cores), prints
- * - the f32 FMA peak of T threads (common/bench/peak.c, AVX2),
+ * - the f32 FMA peak of T threads (common/bench/peak.c: AVX-512 where the CPU has it),
  * - "pool sgemm": the backend's prefill scheme, y[M][R] = x[M][K] . W^T split
  *   into T row shares of a pool job, each one single-threaded OpenBLAS call,
  * - "openblas":   the same product as one call with OpenBLAS's own T threads,
@@ -86,6 +86,8 @@ int main(int argc, char **argv) {
     double flops = 2.0 * m * (double)rows * cols, t[100];
     printf("cpu-scaling: %d cores online; product %d x %d x %d (%.2f GFLOP); %s\n", jev_cpu_count(), m, rows, cols,
            flops / 1e9, openblas_get_config());
+    const char *isa = jev_peak_f32(NULL, 0.05).isa;
+    printf("(the peak: an FMA loop of %s vectors)\n", isa ? isa : "no");
     printf("%7s %12s %16s %14s %14s\n", "threads", "peak GF/s", "pool sgemm GF/s", "openblas GF/s", "empty job us");
     for (int threads = 1; threads <= max_threads;
          threads = threads * 2 > max_threads && threads < max_threads ? max_threads : threads * 2) {

@@ -8,7 +8,7 @@
  * runs one warm-up forward and R timed forwards of the tower (CPU backend),
  * and prints the median and every sample in ms, the achieved GFLOP/s
  * (jev_vision_flops: multiply-add = 2) and, measured in the same run, the
- * machine's f32 peak (common/bench/peak.c: an AVX2 FMA loop on every thread).
+ * machine's f32 peak (common/bench/peak.c: an FMA loop of the widest vectors on every thread).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,7 +94,8 @@ int main(int argc, char **argv) {
     qsort(sorted, (size_t)repeats, sizeof(double), cmp_double);
     double med = sorted[repeats / 2];
     double flops = jev_vision_flops(c, in.size.n_patches);
-    double peak = jev_peak_f32(pool, 1.0).gflops;
+    struct jev_peak pk = jev_peak_f32(pool, 1.0);
+    double peak = pk.gflops;
     printf("vision: %s, %dx%d -> %dx%d, grid %dx%d, %d patches, %d tokens, depth %d, hidden %d, threads %d\n",
            argv[2], img.width, img.height, in.size.width, in.size.height, in.size.grid_h, in.size.grid_w,
            in.size.n_patches, in.size.n_tokens, c->depth, c->hidden, jev_pool_size(pool));
@@ -102,8 +103,9 @@ int main(int argc, char **argv) {
     printf("forward ms: median %.1f, samples", med);
     for (int r = 0; r < repeats; r++)
         printf(" %.1f", samples[r]);
-    printf("\nforward: %.1f GFLOP, %.1f GFLOP/s; f32 FMA peak (same run, %d threads): %.1f GFLOP/s (%.0f%%)\n",
-           flops / 1e9, flops / (med * 1e6), jev_pool_size(pool), peak, 100.0 * flops / (med * 1e6) / peak);
+    printf("\nforward: %.1f GFLOP, %.1f GFLOP/s; f32 FMA peak (%s, same run, %d threads): %.1f GFLOP/s (%.0f%%)\n",
+           flops / 1e9, flops / (med * 1e6), pk.isa ? pk.isa : "none", jev_pool_size(pool), peak,
+           100.0 * flops / (med * 1e6) / peak);
     printf("activations: %.1f MiB\n", (double)jev_vision_arena_bytes(c, in.size.n_patches) / (1 << 20));
     free(out);
     jev_vision_free(&v);

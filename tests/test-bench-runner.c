@@ -104,6 +104,7 @@ static void test_record(void **state) {
     assert_int_equal(json_integer_value(get(rec, "settings.warmup")), 1);
     json_t *runs = json_object_get(rec, "runs");
     assert_int_equal(json_array_size(runs), 6);
+    double gflops[2][3] = {{0}}; /* [more than one decision][path] */
     static const char *order[3] = {"generate_json", "independent", "shared"};
     size_t i;
     json_t *run;
@@ -139,11 +140,25 @@ static void test_record(void **state) {
                 assert_true(lm >= 1);
             }
             assert_int_equal(json_integer_value(json_object_get(ex, "image_tokens")), 70);
+            /* the engine's own count of the work: the same in every repeat of a row (generation's ids
+             * are the same too), and the shared path's below independent's past one decision */
+            double gflop = json_number_value(json_object_get(ex, "gflop"));
+            assert_true(gflop > 0);
+            if (j > 0)
+                assert_true(gflop == json_number_value(json_object_get(
+                                          json_object_get(json_array_get(samples, 0), "extra"), "gflop")));
+            gflops[n > 1][k] = gflop;
             assert_true(json_integer_value(json_object_get(s, "peak_bytes")) > 0);
             assert_string_equal(json_string_value(json_object_get(s, "peak_where")), "cpu");
             assert_int_equal(json_array_size(json_object_get(s, "decisions")), (size_t)n);
         }
     }
+    assert_true(gflops[1][2] < gflops[1][1]); /* shared < independent at the larger count */
+    /* the CPU's f32 FMA peak, measured in the same run */
+    assert_true(json_number_value(get(rec, "environment.extra.fma_peak_gflops")) > 0);
+    const char *isa = json_string_value(get(rec, "environment.extra.fma_peak_isa"));
+    assert_non_null(isa);
+    assert_true(!strcmp(isa, "avx512") || !strcmp(isa, "avx2"));
     json_t *ag;
     json_array_foreach(json_object_get(rec, "agreement"), i, ag) {
         double dp = json_number_value(json_object_get(ag, "direct_shared_max_prob_delta"));

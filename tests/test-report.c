@@ -764,6 +764,64 @@ static void svg_check(const char *svg, int *polylines, int *dashed) {
     assert_int_equal(depth, 0);
 }
 
+/* Every sample's extra.gflop set to g (negative: the last sample of the first run left without one). */
+static void set_gflop(struct jev_bench_record *rec, double g) {
+    json_t *runs = json_object_get(jev_bench_record_json(rec), "runs");
+    for (size_t r = 0; r < json_array_size(runs); r++) {
+        json_t *samples = json_object_get(json_array_get(runs, r), "samples");
+        for (size_t i = 0; i < json_array_size(samples); i++) {
+            if (g < 0 && r == 0 && i + 1 == json_array_size(samples))
+                continue;
+            json_t *ex = json_object();
+            json_object_set_new(ex, "gflop", json_real(fabs(g)));
+            json_object_set_new(json_array_get(samples, i), "extra", ex);
+        }
+    }
+}
+
+/* The compute-rate section: GFLOP/s over the total and the model phases, medians of the samples, and
+ * the share of the same-run peak; absent where a sample has no gflop. */
+static void test_compute_rate(void **state) {
+    (void)state;
+    struct jev_bench_record *rec = make_record(3, 1.0, NULL);
+    struct jev_report_source src = {jev_bench_record_json(rec), "jev.json"};
+    struct jev_report_params p = {&src, 1, NULL, NULL};
+    struct jev_error err = {0};
+    char *md = NULL, rows[16][256], header[512];
+    size_t len = 0;
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    assert_null(strstr(md, "### Compute rate")); /* no gflop: no section */
+    free(md);
+
+    set_gflop(rec, -7.0); /* one sample without: still none (a median over a subset mixes populations) */
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    assert_null(strstr(md, "### Compute rate"));
+    free(md);
+
+    set_gflop(rec, 7.0);
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    assert_int_equal(md_table(md, "### Compute rate", rows, 16, header, sizeof header), 6);
+    assert_string_equal(header, "Decisions\tPath\tGFLOP\tGFLOP/s, total\tGFLOP/s, model phases");
+    /* (1, shared): totals 300 / 310 / 320 ms -> 7 GFLOP over 0.31 s = 22.6 (the median); phases 35 ms */
+    assert_string_equal(rows[2], "1\tshared\t7.0\t22.6\t200.0");
+    assert_string_equal(rows[4], "4\tindependent\t7.0\t8.6\t200.0");
+    free(md);
+
+    json_t *ex = json_object();
+    json_object_set_new(ex, "fma_peak_gflops", json_real(400.0));
+    json_object_set_new(ex, "fma_peak_isa", json_string("avx512"));
+    json_object_set_new(ex, "fma_peak_threads", json_integer(2));
+    json_object_set_new(json_object_get(jev_bench_record_json(rec), "environment"), "extra", ex);
+    assert_int_equal(jev_report_markdown(&p, &md, &len, &err), JEV_OK);
+    assert_int_equal(md_table(md, "### Compute rate", rows, 16, header, sizeof header), 6);
+    assert_string_equal(header, "Decisions\tPath\tGFLOP\tGFLOP/s, total\tGFLOP/s, model phases\t% of peak, "
+                                "total\t% of peak, model phases");
+    assert_string_equal(rows[2], "1\tshared\t7.0\t22.6\t200.0\t6 %\t50 %");
+    assert_non_null(strstr(md, "Peak = 400.0 GFLOP/s: the f32 FMA peak (avx512 vectors) on 2 threads"));
+    free(md);
+    jev_bench_record_free(rec);
+}
+
 static void test_svg_well_formed(void **state) {
     (void)state;
     struct jev_bench_record *jev = make_record(3, 1.0, NULL);
@@ -926,6 +984,7 @@ int main(void) {
         cmocka_unit_test(test_side_by_side_ratio),
         cmocka_unit_test(test_side_by_side_series),
         cmocka_unit_test(test_svg_well_formed),
+        cmocka_unit_test(test_compute_rate),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

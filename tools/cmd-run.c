@@ -269,8 +269,8 @@ int cmd_run(int argc, char **argv) {
     memcpy(hash_in, logits, (size_t)V * sizeof(float));
     printf("prefill: %d tokens in chunks of %ld, %.1f GFLOP/s", n, chunk, prefill_gflops);
     if (peak)
-        printf(" of a measured f32 FMA peak of %.1f GFLOP/s on %d threads (%.0f%%)", pk.gflops, pk.threads,
-               100.0 * prefill_gflops / pk.gflops);
+        printf(" of a measured f32 FMA peak (%s) of %.1f GFLOP/s on %d threads (%.0f%%)", pk.isa ? pk.isa : "none",
+               pk.gflops, pk.threads, 100.0 * prefill_gflops / pk.gflops);
     printf("\n");
     if (top > 0) {
         int32_t tk[100];

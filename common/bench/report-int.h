@@ -60,4 +60,10 @@ const json_t *jev_report_setting(const json_t *doc, const char *key);
 /* The median total_ms of (d, path) in a record; NAN when it has no such run. */
 double jev_report_total_median(const json_t *doc, long long d, const char *path);
 
+/* ---- sections ---- */
+
+/* report-rate.c: "### Compute rate" (GFLOP/s per row, and the share of the same-run FMA peak) for a
+ * record whose samples carry extra.gflop; nothing for one that does not. */
+void jev_report_md_rate(struct jev_buf *b, const json_t *doc);
+
 #endif

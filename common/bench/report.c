@@ -736,6 +736,7 @@ static void md_file(struct jev_buf *b, const struct jev_report_src *s) {
     }
     md_environment(b, s->doc);
     md_medians(b, s->doc);
+    jev_report_md_rate(b, s->doc);
     md_samples(b, s->doc);
     md_agreement(b, s->doc);
 }

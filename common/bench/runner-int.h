@@ -37,6 +37,7 @@ struct br_bench {
     int32_t image_w, image_h;                 /* original pixels */
     int32_t resized_w, resized_h;             /* after the bound and smart_resize */
     struct jev_vision_input vin;              /* the photo preprocessed (pixel values for the dump) */
+    double vision_flops;                      /* one vision-tower forward on the photo (jev_vision_flops) */
 };
 
 /* Writes the peers' inputs (docs/bench-inputs.md) to b->o.dump_inputs, atomically. */

@@ -20,7 +20,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "base/timing.h"  // defines: jev_now_ms
+#include "base/timing.h"       // defines: jev_now_ms
+#include "common/bench/peak.h" // defines: jev_peak_f32
+#include "model/vision.h"      // defines: jev_vision_flops
 #include "wire/request.h" // defines: jev_request_load_workload_file
 
 static const char *const PATHS[3] = {JEV_BENCH_PATH_GENERATE, JEV_BENCH_PATH_INDEPENDENT, JEV_BENCH_PATH_SHARED};
@@ -219,6 +221,7 @@ static enum jev_status environment(struct br_bench *b, struct jev_error *err) {
     JEV_TRY(jev_decide_image_input(b->d, &b->reqs[0], &b->vin, err));
     b->resized_w = b->vin.size.width;
     b->resized_h = b->vin.size.height;
+    b->vision_flops = b->vin.size.n_patches > 0 ? jev_vision_flops(&b->model->config.vision, b->vin.size.n_patches) : 0;
     if (b->o.git_commit)
         snprintf(b->git, sizeof b->git, "%.40s", b->o.git_commit);
     else if (!jev_bench_git_commit(".", b->git))
@@ -322,9 +325,11 @@ static enum jev_status result_decisions(const struct jev_request *r, const struc
     return JEV_OK;
 }
 
-/* The sample of one measured request, added to rec (plus the generated ids and pipeline extras). */
+/* The sample of one measured request, added to rec (plus the generated ids and pipeline extras; gflop:
+ * the dense work the request did, language model and vision tower, in 10^9 flops). */
 static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *rec, int32_t ci, int k, int32_t rep,
-                                  int32_t order, const struct jev_decide_result *res, struct jev_error *err) {
+                                  int32_t order, const struct jev_decide_result *res, double gflop,
+                                  struct jev_error *err) {
     const struct jev_request *r = &b->reqs[ci];
     const struct jev_decide_stats *st = &res->stats;
     struct jev_bench_sample s = jev_bench_sample_default();
@@ -359,9 +364,10 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
             continue;
         json_t *smp =
             json_array_get(json_object_get(run, "samples"), json_array_size(json_object_get(run, "samples")) - 1);
-        json_t *ex = json_pack("{s:f, s:I, s:i, s:i, s:i, s:i}", "image_ms", st->image_ms, "lm_tokens",
+        json_t *ex = json_pack("{s:f, s:I, s:i, s:i, s:i, s:i, s:f}", "image_ms", st->image_ms, "lm_tokens",
                                (json_int_t)st->lm_tokens, "prefix_tokens", st->prefix_tokens, "image_tokens",
-                               st->image_tokens, "output_tokens", st->output_tokens, "forks", st->forks);
+                               st->image_tokens, "output_tokens", st->output_tokens, "forks", st->forks, "gflop",
+                               gflop);
         if (ex && res->generated) {
             json_t *ids = json_array();
             for (int32_t g = 0; ids && g < res->n_gen_ids; g++)
@@ -427,6 +433,29 @@ static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_recor
  * measured run, adding its sample as soon as it finished; the agreement of
  * a count is computed from its samples by the schema's own definition.
  */
+/* The CPU backend's f32 FMA peak on the engine's threads, measured right after the samples (the same
+ * clocks and load), into environment.extra: fma_peak_gflops and the vectors it used (peak.h). A device
+ * backend's record has none: the host's FMA peak is no yardstick for it. */
+static enum jev_status add_peak(struct br_bench *b, struct jev_bench_record *rec, struct jev_error *err) {
+    if (strcmp(b->engine->ops->name, "cpu") != 0)
+        return JEV_OK;
+    struct jev_peak pk = jev_peak_f32(b->engine->pool, 1.0);
+    if (!pk.isa)
+        return JEV_OK; /* no figure rather than a wrong one */
+    json_t *env = json_object_get(jev_bench_record_json(rec), "environment");
+    json_t *ex = json_object_get(env, "extra");
+    if (!ex) {
+        ex = json_object();
+        if (!ex || json_object_set_new(env, "extra", ex) != 0)
+            return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
+    }
+    if (json_object_set_new(ex, "fma_peak_gflops", json_real(pk.gflops)) != 0 ||
+        json_object_set_new(ex, "fma_peak_isa", json_string(pk.isa)) != 0 ||
+        json_object_set_new(ex, "fma_peak_threads", json_integer(pk.threads)) != 0)
+        return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
+    return JEV_OK;
+}
+
 static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out, struct jev_error *err) {
     const struct jev_bench_opts *o = &b->o;
     struct jev_bench_env env = {0};
@@ -530,10 +559,12 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
                 }
                 struct jev_decide_params p = params_for(b, PATH_IDS[k]);
                 struct jev_decide_result res;
+                double lm_flops0 = b->engine->lm.flops;
                 s = jev_decide_run(b->d, &b->reqs[ci], &p, &res, err);
                 if (s != JEV_OK)
                     break;
-                s = add_sample(b, rec, ci, k, rep, pos, &res, err);
+                double flops = b->engine->lm.flops - lm_flops0 + (double)res.stats.vision_forwards * b->vision_flops;
+                s = add_sample(b, rec, ci, k, rep, pos, &res, flops / 1e9, err);
                 jev_decide_result_free(&res);
                 done++;
             }
@@ -549,6 +580,8 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     }
     out->seconds = (jev_now_ms() - t0) / 1e3;
     out->n_samples = done;
+    if (s == JEV_OK)
+        s = add_peak(b, rec, err);
     if (o->progress)
         o->progress(o->progress_user, done, total, s == JEV_OK ? "writing the record" : "failed");
     if (s == JEV_OK)
