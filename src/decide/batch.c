@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pool.h"   // defines: jev_pool_init, jev_pool_free
 #include "base/timing.h" // defines: jev_now_ms
 
 #include <unistd.h>
@@ -59,7 +60,10 @@ static void *prep_main(void *arg) {
         pthread_mutex_unlock(&b->prep_lock);
         s->t_begin = jev_now_ms(); /* its run begins: the time limit counts from here, as jev_decide_run's */
         s->has_q = true;
-        s->prep_status = dc_begin_detached(b->d, s->r, &s->p, &s->res, &s->err, &s->q);
+        bool pooled = b->prep_pool && pthread_mutex_trylock(&b->prep_pool_lock) == 0;
+        s->prep_status = dc_begin_detached(b->d, s->r, &s->p, &s->res, &s->err, &s->q, pooled ? b->prep_pool : NULL);
+        if (pooled)
+            pthread_mutex_unlock(&b->prep_pool_lock);
         atomic_store_explicit(&s->prep, PREP_DONE, memory_order_release);
         if (b->p.wake)
             b->p.wake(b->p.wake_ctx);
@@ -112,6 +116,12 @@ enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_pa
     b->p = bp;
     pthread_mutex_init(&b->prep_lock, NULL);
     pthread_cond_init(&b->prep_cond, NULL);
+    pthread_mutex_init(&b->prep_pool_lock, NULL);
+    enum jev_status ps = jev_pool_init(&b->prep_pool, 0, err);
+    if (ps != JEV_OK) {
+        jev_batcher_free(b);
+        return ps;
+    }
     b->prep = calloc((size_t)bp.prep_threads, sizeof *b->prep);
     for (int32_t i = 0; b->prep && i < bp.prep_threads; i++) {
         if (pthread_create(&b->prep[i], NULL, prep_main, b) != 0)
@@ -148,8 +158,10 @@ void jev_batcher_free(struct jev_batcher *b) {
     free(b->seqs);
     free(b->logits);
     free(b->prep);
+    jev_pool_free(b->prep_pool);
     pthread_mutex_destroy(&b->prep_lock);
     pthread_cond_destroy(&b->prep_cond);
+    pthread_mutex_destroy(&b->prep_pool_lock);
     free(b);
 }
 

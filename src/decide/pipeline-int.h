@@ -117,6 +117,7 @@ struct dc_req {
     bool image_deferred;            /* a kept image: size known, decode and tower skipped */
     bool detached;                  /* prepared off the engine's thread (batch.c): no engine pool, no kept
                                      * tables read (the image is keyed, decoded, and looked up later) */
+    struct jev_pool *prep_pool;     /* detached: a pool of its own for the resize (NULL: the calling thread) */
     int32_t image_kept;             /* its entry in d->kept_image */
     /* tokens */
     struct jev_tokens prefix; /* the shared prefix (image pads included) */
@@ -256,9 +257,11 @@ enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, con
                          struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
 /* dc_begin on any thread while the engine's owner runs forwards: it reads only what never changes
  * after the decider's init (no engine pool, no kept tables, no engine state); the image is decoded
- * whether a kept one would do (dc_begin_attach decides, on the engine's thread). */
+ * whether a kept one would do (dc_begin_attach decides, on the engine's thread). pool: one the
+ * caller holds alone for the image's resize (the same pixels as on one thread), or NULL. */
 enum jev_status dc_begin_detached(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q);
+                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q,
+                                  struct jev_pool *pool);
 /* On the engine's thread, after dc_begin_detached: the kept tower output of the same image bytes
  * replaces the decoded pixels (copied now), as dc_begin would have found it. */
 void dc_begin_attach(struct dc_req *q);

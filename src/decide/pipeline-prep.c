@@ -233,10 +233,11 @@ static enum jev_status image_decode(struct dc_req *q) {
         return s;
     struct jev_preprocess_params pp = {.bound = d->image_max_side, .max_patches = d->max_patches};
     jev_vision_input_free(&q->vin);
-    /* a planner has no engine and so no pool, and a detached preparation may not use it (the engine's
-     * thread does): it resizes on the calling thread (the same pixels) */
-    s = jev_vision_preprocess(&d->pre, &q->img, &pp, d->engine && !q->detached ? d->engine->pool : NULL, &q->vin,
-                              q->err);
+    /* a planner has no engine and so no pool, and a detached preparation may not use the engine's (the
+     * engine's thread does): it resizes on the pool it was given, or on the calling thread (the same
+     * pixels either way) */
+    s = jev_vision_preprocess(&d->pre, &q->img, &pp, q->detached ? q->prep_pool : d->engine ? d->engine->pool : NULL,
+                              &q->vin, q->err);
     struct jev_decide_stats *st = &q->res->stats;
     st->image_width = q->img.width;
     st->image_height = q->img.height;

@@ -262,10 +262,12 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
 }
 
 static enum jev_status begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                             struct jev_decide_result *out, struct jev_error *err, struct dc_req *q, bool detached) {
+                             struct jev_decide_result *out, struct jev_error *err, struct dc_req *q, bool detached,
+                             struct jev_pool *prep_pool) {
     memset(out, 0, sizeof *out);
     req_init(q, d, r, p, out, err);
     q->detached = detached;
+    q->prep_pool = prep_pool;
     if (!d->engine)
         return jev_fail(err, JEV_ERR_INVALID_ARG,
                         "decide: this decider has no engine (a planner: it plans, runs nothing)");
@@ -279,12 +281,13 @@ static enum jev_status begin(struct jev_decider *d, const struct jev_request *r,
 
 enum jev_status dc_begin(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
                          struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
-    return begin(d, r, p, out, err, q, false);
+    return begin(d, r, p, out, err, q, false, NULL);
 }
 
 enum jev_status dc_begin_detached(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q) {
-    return begin(d, r, p, out, err, q, true);
+                                  struct jev_decide_result *out, struct jev_error *err, struct dc_req *q,
+                                  struct jev_pool *pool) {
+    return begin(d, r, p, out, err, q, true, pool);
 }
 
 void dc_begin_attach(struct dc_req *q) {

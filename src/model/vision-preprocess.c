@@ -366,18 +366,6 @@ static enum jev_status aa_axis_init(struct aa_axis *a, int32_t in, int32_t out, 
     return JEV_OK;
 }
 
-/* One output sample: the integer dot product, + half an LSB, shifted down, clamped (basic_loop_aa_*<uint8_t>). */
-static inline uint8_t aa_dot(const uint8_t *src, ptrdiff_t stride, const int16_t *w, int32_t n, unsigned p) {
-    int32_t acc = (int32_t)1 << (p - 1);
-    for (int32_t j = 0; j < n; j++)
-        acc += (int32_t)src[j * stride] * (int32_t)w[j];
-    /* ATen: clamp(acc >> p, 0, 255) with an arithmetic shift; a negative sum clamps to 0 either way */
-    if (acc < 0)
-        return 0;
-    acc >>= p;
-    return (uint8_t)(acc > 255 ? 255 : acc);
-}
-
 struct resize_job {
     const uint8_t *src;       /* [rows][in_w][3] */
     uint8_t *dst;             /* [rows'][out_w][3] */
@@ -385,22 +373,45 @@ struct resize_job {
     const struct aa_axis *ax; /* the axis being resampled */
 };
 
-/* Horizontal pass: one input row -> one output row. */
+/* One output sample's integer dot product (+ half an LSB, basic_loop_aa_*<uint8_t>), shifted down and
+ * clamped. ATen: clamp(acc >> p, 0, 255) with an arithmetic shift; a negative sum clamps to 0 either way. */
+static inline uint8_t aa_clamp(int32_t acc, unsigned p) {
+    if (acc < 0)
+        return 0;
+    acc >>= p;
+    return (uint8_t)(acc > 255 ? 255 : acc);
+}
+
+/* Horizontal pass: one input row -> one output row. The three channels of a pixel in one walk over
+ * its taps (one loop, not three strided ones): the same integer sums, so the same bytes. */
 static void resize_row_h(void *arg, int64_t y, int thread) {
     (void)thread;
     const struct resize_job *j = arg;
     const uint8_t *s = j->src + (size_t)y * (size_t)j->in_w * 3;
     uint8_t *d = j->dst + (size_t)y * (size_t)j->out_w * 3;
     const struct aa_axis *a = j->ax;
+    const int32_t half = (int32_t)1 << (a->precision - 1);
     for (int32_t x = 0; x < j->out_w; x++) {
         const int16_t *w = a->w + (size_t)x * (size_t)a->taps;
         const uint8_t *p = s + (size_t)a->first[x] * 3;
-        for (int c = 0; c < 3; c++)
-            d[x * 3 + c] = aa_dot(p + c, 3, w, a->count[x], a->precision);
+        int32_t r = half, g = half, b = half;
+        for (int32_t t = 0; t < a->count[x]; t++) {
+            r += (int32_t)p[3 * t] * (int32_t)w[t];
+            g += (int32_t)p[3 * t + 1] * (int32_t)w[t];
+            b += (int32_t)p[3 * t + 2] * (int32_t)w[t];
+        }
+        d[x * 3] = aa_clamp(r, a->precision);
+        d[x * 3 + 1] = aa_clamp(g, a->precision);
+        d[x * 3 + 2] = aa_clamp(b, a->precision);
     }
 }
 
-/* Vertical pass: output row y from a column window of the (horizontally resampled) rows. */
+#define AA_SPAN 1024 /* bytes of an output row the vertical pass sums at once (int32 sums on the stack) */
+
+/* Vertical pass: output row y from a column window of the (horizontally resampled) rows. Tap by tap
+ * over a span of the row (contiguous bytes: the compiler's vectors), the same integer sums as one dot
+ * product per byte, so the same bytes: integer addition does not depend on its order (and no partial
+ * sum overflows: 255 x the weights' absolute sum stays far below 2^31). */
 static void resize_row_v(void *arg, int64_t y, int thread) {
     (void)thread;
     const struct resize_job *j = arg;
@@ -409,8 +420,21 @@ static void resize_row_v(void *arg, int64_t y, int thread) {
     ptrdiff_t stride = (ptrdiff_t)j->out_w * 3;
     const uint8_t *s = j->src + (size_t)a->first[y] * (size_t)stride;
     uint8_t *d = j->dst + (size_t)y * (size_t)stride;
-    for (ptrdiff_t k = 0; k < stride; k++)
-        d[k] = aa_dot(s + k, stride, w, a->count[y], a->precision);
+    const int32_t half = (int32_t)1 << (a->precision - 1);
+    int32_t acc[AA_SPAN];
+    for (ptrdiff_t k0 = 0; k0 < stride; k0 += AA_SPAN) {
+        const ptrdiff_t n = stride - k0 < AA_SPAN ? stride - k0 : AA_SPAN;
+        for (ptrdiff_t k = 0; k < n; k++)
+            acc[k] = half;
+        for (int32_t t = 0; t < a->count[y]; t++) {
+            const uint8_t *row = s + (ptrdiff_t)t * stride + k0;
+            const int32_t wt = w[t];
+            for (ptrdiff_t k = 0; k < n; k++)
+                acc[k] += (int32_t)row[k] * wt;
+        }
+        for (ptrdiff_t k = 0; k < n; k++)
+            d[k0 + k] = aa_clamp(acc[k], a->precision);
+    }
 }
 
 enum jev_status jev_vision_resize(const uint8_t *src, int32_t h, int32_t w, uint8_t *dst, int32_t H, int32_t W,
