@@ -70,6 +70,7 @@ static void job_refuse(struct jev_server *s, struct job *j, unsigned status) {
 void sched_wake(void *ctx) {
     struct jev_server *s = ctx;
     pthread_mutex_lock(&s->qlock);
+    s->woken = true;
     pthread_cond_signal(&s->qcond);
     pthread_mutex_unlock(&s->qlock);
 }
@@ -89,6 +90,7 @@ int sched_admit(struct jev_server *s, struct job *j) {
             s->head = j;
         s->tail = j;
         s->queued++;
+        s->woken = true;
         pthread_cond_signal(&s->qcond);
     }
     pthread_mutex_unlock(&s->qlock);
@@ -135,6 +137,7 @@ static void *sched_main(void *arg) {
     struct job **run = s->run;
     for (;;) {
         pthread_mutex_lock(&s->qlock);
+        s->woken = false; /* what was signalled so far, this pass sees */
         while (!s->stop && s->head && jev_batcher_room(b) > 0) {
             struct job *j = s->head;
             s->head = j->next;
@@ -173,7 +176,8 @@ static void *sched_main(void *arg) {
         pthread_mutex_unlock(&s->engine_lock);
         if (ran) {
             metrics_step(&s->metrics, &st);
-        } else { /* work that cannot go on now (what it needs is held elsewhere): not a busy loop */
+        } else { /* work that cannot go on now (what it needs is held elsewhere): not a busy loop. A signal
+                  * sent since the step began (a preparation finished) is not lost: woken says so. */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 10 * 1000 * 1000;
@@ -182,8 +186,9 @@ static void *sched_main(void *arg) {
                 ts.tv_nsec -= 1000000000L;
             }
             pthread_mutex_lock(&s->qlock);
-            if (!s->stop)
+            if (!s->stop && !s->woken)
                 pthread_cond_timedwait(&s->qcond, &s->qlock, &ts);
+            s->woken = false;
             pthread_mutex_unlock(&s->qlock);
         }
         void *user = NULL;

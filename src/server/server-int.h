@@ -93,7 +93,8 @@ struct jev_server {
     bool thread_started;
     pthread_mutex_t engine_lock; /* held by the scheduler around each step; jev_server_lock takes it */
     pthread_mutex_t qlock;       /* guards the queue and the counts below */
-    pthread_cond_t qcond;        /* a job arrived, or stop */
+    pthread_cond_t qcond;        /* a job arrived, a preparation finished, or stop */
+    bool woken;                  /* qcond was signalled since the scheduler last looked: it does not wait */
     pthread_cond_t idle;         /* a job finished (drain waits on it) */
     struct job *head, *tail;     /* admitted, not started */
     int32_t queued;              /* jobs in the queue */
