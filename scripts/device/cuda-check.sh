@@ -35,7 +35,7 @@
 # SERVE_MODES (exact fast), SERVE_STEPS (1,4,16,32), SERVE_RUNS (3), SERVE_DURATION (15), SERVE_WARMUP (3):
 # the serve step's modes, concurrency steps, fresh servers per mode and seconds per step.
 # Files back in $OUT: tests.txt, sanitize.txt, agree.txt, profile.txt, jev-cuda.json, fast.txt,
-# jev-cuda-fast.json, report.md, report.svg, compare.txt, serve-MODE/, log.txt.
+# jev-cuda-fast.json, report.md, report.svg, compare.txt, serve-MODE.tar.gz (serve-MODE/ packed), log.txt.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/jev-cuda}
@@ -242,7 +242,7 @@ PY
 
 # The server under load (scripts/serve-load.sh: distinct photo crops, 4 choice questions each, closed-loop
 # clients at SERVE_STEPS, SERVE_RUNS fresh servers) in each of SERVE_MODES, and one request's answers alone
-# against 16 at once (scripts/serve-company.sh). Results in $OUT/serve-MODE/.
+# against 16 at once (scripts/serve-company.sh). Results in $OUT/serve-MODE.tar.gz.
 step_serve() {
     local mode rc=0 opts=(--backend cuda --threads 16 --max-running 48 --max-tokens 16384 --step-tokens 2048)
     for mode in ${SERVE_MODES:-exact fast}; do
@@ -253,6 +253,9 @@ step_serve() {
         JEV=$JEV LOAD=$BIN/serve-load LD_LIBRARY_PATH=$BIN \
             bash scripts/serve-company.sh "$OUT/serve-$mode/company" "$MODEL" 16 -- --backend cuda --step-tokens 2048 \
             --precision "$mode" 2>&1 | tail -2 | tee -a "$OUT/log.txt" || rc=1
+        # the device tool brings back at most 8 files a call: each mode's files as one archive (the
+        # printed tables are in log.txt as well)
+        tar czf "$OUT/serve-$mode.tar.gz" -C "$OUT" "serve-$mode" && rm -rf "${OUT:?}/serve-$mode" || rc=1
     done
     return $rc
 }
