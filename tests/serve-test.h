@@ -82,6 +82,23 @@ static inline size_t reply_on_header(char *p, size_t size, size_t n, void *u) {
 
 /* METHOD PATH (with body as JSON when not NULL) to 127.0.0.1:port on a fresh connection (closed after
  * it); the reply with its body and headers; curl_ok false when the transfer failed. */
+/* The options every test request shares (the URL, the headers, the reply's callbacks, no signals),
+ * then the call: fills r's curl_ok and status and returns curl's code. The caller sets the method,
+ * the body and its own options before, and frees hdr and h after. */
+static inline CURLcode serve_curl_perform(CURL *h, const char *url, struct curl_slist *hdr, struct reply *r) {
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(h);
+    r->curl_ok = rc == CURLE_OK;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+    return rc;
+}
+
 static inline struct reply serve_http(int port, const char *method, const char *path, const char *body) {
     struct reply r = {0};
     CURL *h = curl_easy_init();
@@ -96,16 +113,8 @@ static inline struct reply serve_http(int port, const char *method, const char *
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
     }
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_FORBID_REUSE, 1L);
-    r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    serve_curl_perform(h, url, hdr, &r);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
     return r;

@@ -39,7 +39,7 @@
 #include "backend/ops.h"   // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "base/pool.h"     // defines: jev_pool_init
 #include "model/engine.h"  // defines: jev_engine_init_on
-#include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_run
+#include "serve-test.h"    // defines: struct reply, serve_http, serve_child_run
 #include "server/server.h" // defines: jev_server_start, jev_server_stop
 #include "tiny-model.h"    // defines: tiny_model_open
 
@@ -203,30 +203,6 @@ static void test_recoverable_then_lost(void **state) {
 
 /* ---- the server: /health and decisions answer 503 once the device is lost ---- */
 
-static struct reply get(int port, const char *method, const char *path, const char *body) {
-    struct reply r = {0};
-    CURL *h = curl_easy_init();
-    assert_non_null(h);
-    char url[128];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", port, path);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
-        curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
-        r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-        curl_slist_free_all(hd);
-    } else {
-        r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-    }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
-    curl_easy_cleanup(h);
-    return r;
-}
-
 static void test_server_unhealthy(void **state) {
     (void)state;
     struct jev_server_params p = jev_server_default_params();
@@ -237,14 +213,14 @@ static void test_server_unhealthy(void **state) {
     int port = jev_server_port(s);
     /* the first test left the device lost */
     assert_int_equal(jev_decider_status(F.decider, NULL, 0), JEV_ERR_DEVICE_LOST);
-    struct reply h = get(port, "GET", "/health", NULL);
+    struct reply h = serve_http(port, "GET", "/health", NULL);
     assert_true(h.curl_ok);
     assert_int_equal(h.status, 503);
     assert_non_null(h.body);
     assert_non_null(strstr(h.body, "\"status\":\"unavailable\""));
     assert_non_null(strstr(h.body, "planted fault (sticky)"));
     free(h.body);
-    struct reply d = get(port, "POST", "/v1/systemone", BODY);
+    struct reply d = serve_http(port, "POST", "/v1/systemone", BODY);
     assert_true(d.curl_ok);
     assert_int_equal(d.status, 503);
     assert_non_null(strstr(d.body, "unavailable_error"));
@@ -270,7 +246,7 @@ static void test_server_healthy(void **state) {
     struct jev_server *s = NULL;
     struct jev_error err = {0};
     assert_int_equal(jev_server_start(F.model, fresh, &p, &s, &err), JEV_OK);
-    struct reply h = get(jev_server_port(s), "GET", "/health", NULL);
+    struct reply h = serve_http(jev_server_port(s), "GET", "/health", NULL);
     assert_int_equal(h.status, 200);
     assert_string_equal(h.body, "{\"status\":\"ok\"}");
     free(h.body);
@@ -305,8 +281,8 @@ static void test_cli_exits_3_when_the_device_is_lost(void **state) {
         serve_child_stop(&c, SIGKILL);
         fail_msg("jev serve did not start: '%s'", c.line);
     }
-    struct reply h = get(c.port, "GET", "/health", NULL);
-    struct reply d = get(c.port, "POST", "/v1/systemone", BODY);
+    struct reply h = serve_http(c.port, "GET", "/health", NULL);
+    struct reply d = serve_http(c.port, "POST", "/v1/systemone", BODY);
     /* it stops within a second of the loss (jev_server_wait checks every second): no signal is sent;
      * one still running after 30 s is killed and fails the test */
     int status = -1;

@@ -49,7 +49,7 @@
 
 #include "jev.h"         // defines: jev_model_load, jev_decide_json
 #include "answer-diff.h" // defines: answer_same_in_company
-#include "serve-test.h"  // defines: struct reply, reply_on_body, serve_child_start
+#include "serve-test.h"  // defines: struct reply, serve_curl_perform, serve_child_start
 #include "tiny-model.h"  // defines: tiny_model_write, tiny_test_dir
 
 #define N_REPLICAS 2
@@ -185,19 +185,10 @@ static struct reply http(CURL *h, int port, const char *path, const char *body, 
         /* large bodies: wait for nginx's 100 Continue (or its 413), never a guessed delay */
         curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 600000L);
     }
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms); /* a safety net against a hang, not a check */
-    CURLcode rc = curl_easy_perform(h);
-    r.curl_ok = rc == CURLE_OK;
+    CURLcode rc = serve_curl_perform(h, url, hdr, &r);
     if (!r.curl_ok && !quiet)
         fprintf(stderr, "curl %s %s: %s\n", body ? "POST" : "GET", path, curl_easy_strerror(rc));
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
     curl_slist_free_all(hdr);
     return r;
 }

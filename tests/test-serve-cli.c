@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #include "cpu-flags.h"  // defines: cpu_fast_mode
-#include "serve-test.h" // defines: struct reply, reply_on_body, serve_child_run, serve_line_port
+#include "serve-test.h" // defines: struct reply, serve_curl_perform, serve_child_run, serve_line_port
 #include "tiny-model.h" // defines: tiny_model_write, tiny_test_dir
 
 static char model_dir[1024];
@@ -80,15 +80,7 @@ static struct reply http(int port, const struct call *c) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(c->body));
     }
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, c->method);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    r.curl_ok = curl_easy_perform(h) == CURLE_OK;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
+    serve_curl_perform(h, url, hdr, &r);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
     return r;

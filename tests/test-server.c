@@ -39,7 +39,7 @@
 #include "model/engine.h"  // defines: struct jev_engine (its sequence state, to hold K/V pages)
 #include "answer-diff.h"   // defines: answer_same_in_company
 #include "server/server.h" // defines: jev_server_start, jev_server_stop, jev_server_lock
-#include "serve-test.h"    // defines: struct reply, reply_on_body, serve_child_start
+#include "serve-test.h"    // defines: struct reply, serve_curl_perform, serve_child_start
 #include "tiny-model.h"    // defines: tiny_model_write, tiny_test_dir
 
 static struct jev_model *model;
@@ -162,19 +162,10 @@ static struct reply http(int32_t port, const struct call *c) {
     curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, c->method);
     if (!strcmp(c->method, "HEAD"))
         curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, reply_on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &r);
-    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, reply_on_header);
-    curl_easy_setopt(h, CURLOPT_HEADERDATA, &r);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_EXPECT_100_TIMEOUT_MS, 600000L); /* wait for the server, never guess */
-    CURLcode rc = curl_easy_perform(h);
+    CURLcode rc = serve_curl_perform(h, url, hdr, &r);
     if (rc != CURLE_OK)
         fprintf(stderr, "curl %s %s: %s\n", c->method, c->path, curl_easy_strerror(rc));
-    r.curl_ok = rc == CURLE_OK;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r.status);
     curl_slist_free_all(hdr);
     curl_easy_cleanup(h);
     return r;

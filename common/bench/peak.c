@@ -68,9 +68,7 @@ static bool has_avx512f(void) {
     return __builtin_cpu_supports("avx512f");
 }
 #else
-static void fma_loop_512(void *arg, int64_t task, int thread) {
-    fma_loop(arg, task, thread);
-}
+#define fma_loop_512 fma_loop /* never chosen: has_avx512f is false */
 
 static bool has_avx512f(void) {
     return false;

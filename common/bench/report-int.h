@@ -57,6 +57,9 @@ void jev_report_axes(const struct jev_report_src *s, int n, long long *counts, i
 /* settings[key] of a record. */
 const json_t *jev_report_setting(const json_t *doc, const char *key);
 
+/* The run of (decisions, path) in a record; NULL when it has none. */
+const json_t *jev_report_run(const json_t *doc, long long decisions, const char *path);
+
 /* The median total_ms of (d, path) in a record; NAN when it has no such run. */
 double jev_report_total_median(const json_t *doc, long long d, const char *path);
 

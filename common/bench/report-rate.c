@@ -11,11 +11,10 @@
  * and over its model phases (vision + prefill + scoring: what the products run in); each column is
  * the median over the row's samples, the report's median rule.
  */
-#include "common/bench/report-int.h" // defines: jev_report_md_rate, jev_report_setting, jev_report_median
+#include "common/bench/report-int.h" // defines: jev_report_md_rate, jev_report_run, jev_report_setting, jev_report_median
 #include "common/bench/schema.h"     // defines: JEV_BENCH_MAX_REPEATS
 
 #include <math.h>
-#include <string.h>
 
 /* The sample's number at key, or NAN when it has none. */
 static double num(const json_t *o, const char *key) {
@@ -57,18 +56,11 @@ void jev_report_md_rate(struct jev_buf *b, const json_t *doc) {
     if (with_peak)
         jev_buf_add_str(b, " % of peak, total | % of peak, model phases |", NULL);
     jev_buf_add_str(b, with_peak ? "\n|---:|---|---:|---:|---:|---:|---:|\n" : "\n|---:|---|---:|---:|---:|\n", NULL);
-    const json_t *runs = json_object_get(doc, "runs");
     for (size_t c = 0; c < json_array_size(counts); c++) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
             const char *path = json_string_value(json_array_get(paths, p));
-            const json_t *samples = NULL;
-            for (size_t r = 0; r < json_array_size(runs) && !samples; r++) {
-                const json_t *run = json_array_get(runs, r);
-                if (json_integer_value(json_object_get(run, "decisions")) == d &&
-                    !strcmp(json_string_value(json_object_get(run, "path")), path))
-                    samples = json_object_get(run, "samples");
-            }
+            const json_t *samples = json_object_get(jev_report_run(doc, d, path), "samples");
             size_t n = json_array_size(samples);
             if (n == 0 || n > JEV_BENCH_MAX_REPEATS)
                 continue;

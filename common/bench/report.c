@@ -150,7 +150,7 @@ static void fmt_cell(int m, double x, char out[48]) {
 
 /* The run of (decisions, path) in a record, or NULL. Linear: a record has
  * at most 64 x 16 runs, and the tables ask for each a handful of times. */
-static const json_t *run_get(const json_t *doc, long long decisions, const char *path) {
+const json_t *jev_report_run(const json_t *doc, long long decisions, const char *path) {
     const json_t *runs = json_object_get(doc, "runs");
     for (size_t i = 0; i < json_array_size(runs); i++) {
         const json_t *run = json_array_get(runs, i);
@@ -221,7 +221,7 @@ static bool rows_disjoint(const json_t *a, const json_t *b) {
     const json_t *runs = json_object_get(a, "runs");
     for (size_t k = 0; k < json_array_size(runs); k++) {
         const json_t *r = json_array_get(runs, k);
-        if (run_get(b, json_integer_value(json_object_get(r, "decisions")),
+        if (jev_report_run(b, json_integer_value(json_object_get(r, "decisions")),
                     json_string_value(json_object_get(r, "path"))))
             return false;
     }
@@ -280,7 +280,7 @@ int jev_report_sources(const struct jev_report_params *p, struct jev_report_src 
 
 double jev_report_series_median(const struct jev_report_src *s, int n, int head, long long d, const char *path) {
     for (int i = head; i < n; i++)
-        if (s[i].series == head && run_get(s[i].doc, d, path))
+        if (s[i].series == head && jev_report_run(s[i].doc, d, path))
             return jev_report_total_median(s[i].doc, d, path);
     return NAN;
 }
@@ -496,7 +496,7 @@ static void md_medians(struct jev_buf *b, const json_t *doc) {
         for (size_t p = 0; p < json_array_size(paths); p++) {
             const char *path = json_string_value(json_array_get(paths, p));
             struct row r;
-            row_compute(run_get(doc, d, path), &r);
+            row_compute(jev_report_run(doc, d, path), &r);
             n_samples = r.n_samples;
             even |= r.n_samples % 2 == 0;
             jev_buf_printf(b, NULL, "| %lld | %s |", d, path);
@@ -553,7 +553,7 @@ static void md_samples(struct jev_buf *b, const json_t *doc) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
             const char *path = json_string_value(json_array_get(paths, p));
-            const json_t *samples = json_object_get(run_get(doc, d, path), "samples");
+            const json_t *samples = json_object_get(jev_report_run(doc, d, path), "samples");
             double v[JEV_BENCH_MAX_REPEATS];
             size_t n = json_array_size(samples);
             /* repeats are exactly 0..n-1 (validated): place each at its repeat */
@@ -684,7 +684,7 @@ static void md_agreement(struct jev_buf *b, const json_t *doc) {
         int bad = 0, all = 0;
         for (size_t c = 0; c < json_array_size(counts); c++) {
             const json_t *samples =
-                json_object_get(run_get(doc, json_integer_value(json_array_get(counts, c)), path), "samples");
+                json_object_get(jev_report_run(doc, json_integer_value(json_array_get(counts, c)), path), "samples");
             for (size_t i = 0; i < json_array_size(samples); i++, all++)
                 bad += !json_is_true(json_object_get(json_array_get(samples, i), "valid"));
         }
@@ -700,7 +700,7 @@ static void md_agreement(struct jev_buf *b, const json_t *doc) {
         long long d = json_integer_value(json_array_get(counts, c));
         for (size_t p = 0; p < json_array_size(paths); p++) {
             const char *path = json_string_value(json_array_get(paths, p));
-            const json_t *samples = json_object_get(run_get(doc, d, path), "samples");
+            const json_t *samples = json_object_get(jev_report_run(doc, d, path), "samples");
             const json_t *pick = NULL;
             long long pick_rep = 0;
             for (size_t i = 0; i < json_array_size(samples); i++) {
@@ -781,7 +781,7 @@ void jev_report_axes(const struct jev_report_src *s, int n, long long *counts, i
 
 /* The median total of (d, path) in a source, NAN when it has no such run. */
 double jev_report_total_median(const json_t *doc, long long d, const char *path) {
-    const json_t *samples = json_object_get(run_get(doc, d, path), "samples");
+    const json_t *samples = json_object_get(jev_report_run(doc, d, path), "samples");
     size_t n = json_array_size(samples);
     double v[JEV_BENCH_MAX_REPEATS];
     for (size_t i = 0; i < n; i++)
