@@ -5,8 +5,11 @@
  *
  * Runs of uneven lengths (1, 3, 64, 65, 130 tokens: one chunk, one chunk plus one, more than two chunks), chunked and
  * recurrent runs mixed, fresh (zero) and carried (non-zero) states, grouped value heads, small, odd and the 0.8B
- * model's dims, slow and fast decay. The GPU runs the recurrence for every run; the CPU the chunked form where a run
- * is not recurrent, so the rule's comparisons also check that the two forms agree.
+ * model's dims, slow and fast decay. The GPU takes the chunked form for non-recurrent runs of 64 or more tokens and
+ * the recurrence for the rest; the CPU the chunked form wherever a run is not recurrent, so the short runs'
+ * comparisons also check that the two forms agree. A run longer than the GPU's group of chunk records (about 13
+ * chunks at the model's dims) continues in the next group: the long-run case covers a run split across groups
+ * and groups that hold several runs.
  */
 #include "cuda-test.h"
 
@@ -192,11 +195,24 @@ static void test_gdn_rule_many_runs(void **state) {
     ct_ops->sync(ct_gpu);
 }
 
+/* A prefill longer than one group of chunk records (1000 tokens: 16 chunks) beside shorter chunked runs and a
+ * recurrent one, so that a run's chunks continue in a second launch and a group holds segments of several runs. */
+static void test_gdn_rule_long_runs(void **state) {
+    (void)state;
+    const struct jev_gdn_shape model = {16, 16, 128, 128, 64};
+    const int32_t len[4] = {1000, 5, 70, 200};
+    const bool rec[4] = {false, true, false, false};
+    const bool fresh[4] = {true, false, false, false};
+    rule_case(model, len, rec, fresh, 4, false);
+    rule_case(model, len, rec, fresh, 4, true);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gdn_conv),
         cmocka_unit_test(test_gdn_rule),
         cmocka_unit_test(test_gdn_rule_many_runs),
+        cmocka_unit_test(test_gdn_rule_long_runs),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }
