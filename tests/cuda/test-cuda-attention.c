@@ -11,8 +11,18 @@
  * - vision_attention (bidirectional over all rows): n in {4, 64, 1000} with 16 heads of 64, the
  *   benchmark image (1824 patches, 12 heads of 64), a tiny case, and 64 heads of 16 over 2100
  *   rows, whose scores exceed the kernel's scratch bound so that queries go in several blocks.
+ * - vision_attention in fast mode (bf16 Q, K, V and P, f32 accumulation, f32 softmax) on the same
+ *   shapes: every output within tests/bf16-attn-ref.h's derived bound of the reference that takes the
+ *   same bf16 Q, K, V, computes S and the softmax in double and rounds P to bf16 (the bound is derived
+ *   there and checked on the CPU by tests/test-cuda-attn-emul.c). V is nudged just under half a bf16
+ *   spacing above bf16 values, so that the f32 path (fast mode not taken) falls outside the bound;
+ *   fast's output must also differ from exact's. Exact mode on the same inputs, before and after the
+ *   fast call: the same bits both times, within NMSE 1e-7 of the CPU. The NMSE of fast against the
+ *   exact CPU result is printed: fast's own cost.
  */
-#include "cuda-test.h" // defines: ct_setup, ct_up, ct_check, jev_cpu_ops, ct_ops
+#include "cuda-test.h"        // defines: ct_setup, ct_up, ct_check, jev_cpu_ops, ct_ops
+#include "../bf16-attn-ref.h" // defines: bf16_vision_attention_ref
+#include "../bf16-ref.h"      // defines: bf16_round
 
 #define MAX_RUNS 80
 #define MAX_SPANS 64 /* per run */
@@ -179,12 +189,79 @@ static void test_vision_attention(void **state) {
     vision_case(2100, 64, 16); /* 1.1 GB of scores: several query blocks */
 }
 
+/* ---- vision attention, fast mode ---- */
+
+static void set_mode(enum jev_precision p) {
+    struct jev_error err = {0};
+    if (ct_ops->set_precision(ct_gpu, p, &err) != JEV_OK)
+        fail_msg("set_precision %s: %s", jev_precision_name(p), err.msg);
+}
+
+/* Fast vision attention of one shape against the bf16 reference's bound, and exact around it. */
+static void vision_fast_case(int64_t n, int32_t heads, int32_t hd) {
+    const int64_t dim = (int64_t)heads * hd, ld = 3 * dim, nqkv = n * ld, no = n * dim;
+    float *qkv = ct_host(nqkv), *o = ct_host(no);
+    ct_fill(qkv, nqkv, 3, 0.5f);
+    /* V positive, each value 0.99 * 2^-9 (relative) above a bf16 value: under every half spacing, so bf16
+     * rounds every one down to that value and the f32 path's output is larger by ~2^-9 of it */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 2 * dim; c < ld; c++)
+            qkv[i * ld + c] = bf16_round(1.0f + 0.4f * (float)cos((double)(i * ld + c))) * (1.0f + 0.99f * 0x1p-9f);
+    const float scale = 1.0f / sqrtf((float)hd);
+    jev_cpu_ops.vision_attention(ct_cpu, qkv, n, heads, hd, scale, o);
+    double *oref = malloc((size_t)no * sizeof(double)), *bound = malloc((size_t)no * sizeof(double));
+    assert_true(oref && bound);
+    bf16_vision_attention_ref(qkv, n, heads, hd, scale, oref, bound);
+    double worst_f32 = 0.0; /* these inputs tell fast from f32: the exact result is outside the bound */
+    for (int64_t i = 0; i < no; i++)
+        worst_f32 = fmax(worst_f32, fabs((double)o[i] - oref[i]) / bound[i]);
+    assert_true(worst_f32 > 1.0);
+
+    float *dqkv = ct_up(qkv, nqkv), *dout = ct_up(NULL, no);
+    ct_ops->vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
+    float *before = ct_down(dout, no);
+    set_mode(JEV_PRECISION_FAST);
+    ct_ops->vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
+    float *fast = ct_down(dout, no);
+    set_mode(JEV_PRECISION_EXACT);
+    ct_ops->vision_attention(ct_gpu, dqkv, n, heads, hd, scale, dout);
+    float *after = ct_down(dout, no);
+
+    char what[96];
+    snprintf(what, sizeof what, "vision_attention n %lld H %d hd %d", (long long)n, heads, hd);
+    ct_check(what, o, before, no, CT_NMSE_F32); /* exact as before fast mode had its own path */
+    assert_memory_equal(before, after, (size_t)no * sizeof(float));
+    assert_true(memcmp(before, fast, (size_t)no * sizeof(float)) != 0); /* fast really ran */
+    double worst = 0.0;
+    for (int64_t i = 0; i < no; i++) {
+        double e = fabs((double)fast[i] - oref[i]);
+        if (!isfinite(fast[i]) || !(e <= bound[i]))
+            fail_msg("fast %s: out[%lld][%lld] = %.9g, reference %.9g: |error| %.3g above the bound %.3g", what,
+                     (long long)(i / dim), (long long)(i % dim), (double)fast[i], oref[i], e, bound[i]);
+        if (bound[i] > 0)
+            worst = fmax(worst, e / bound[i]);
+    }
+    printf("  fast %-52s worst error %.2f of the bound (exact's %.3g), NMSE against exact %.3g\n", what, worst,
+           worst_f32, mat_nmse(o, fast, no));
+    ct_free(dqkv);
+    ct_free(dout);
+    free(qkv), free(o), free(oref), free(bound), free(before), free(fast), free(after);
+}
+
+static void test_vision_attention_fast(void **state) {
+    (void)state;
+    vision_fast_case(3, 2, 16);
+    vision_fast_case(64, 16, 64);
+    vision_fast_case(1000, 16, 64);
+    vision_fast_case(1824, 12, 64); /* the benchmark image */
+    vision_fast_case(2100, 64, 16); /* several query blocks: P's bf16 rows at each block's offsets */
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_attention_spans),
-        cmocka_unit_test(test_attention_shared_prefix),
-        cmocka_unit_test(test_attention_prefill_decode),
-        cmocka_unit_test(test_vision_attention),
+        cmocka_unit_test(test_attention_spans),          cmocka_unit_test(test_attention_shared_prefix),
+        cmocka_unit_test(test_attention_prefill_decode), cmocka_unit_test(test_vision_attention),
+        cmocka_unit_test(test_vision_attention_fast),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }

@@ -22,6 +22,18 @@
  * VIS_SCORE_BYTES (a single block up to n = sqrt(2^27 / H): 3344 patches at 12 heads, the benchmark image's
  * 1824 in one).
  *
+ * Fast mode (be->precision) makes both products bf16 tensor-core GEMMs with f32 accumulation
+ * (cublasGemmStridedBatchedEx, CUDA_R_16BF inputs, CUBLAS_COMPUTE_32F), as matmul's fast form: Q, K
+ * and V rounded to bf16 once per call (jev_cuda_to_bf16) into the backend's own buffer vh (grown
+ * like matmul's xh); S comes out f32 and the softmax is the same f32 kernel (max-subtracted expf,
+ * divided by the row sum), which then stores P rounded to bf16 over the first half of each row's
+ * scores (in place: no second score-sized array, which at 1824 patches would be 76 MiB more device
+ * memory); P V reads it with ld 2 n. Why: the f32 products took ~6.5 ms of an image's vision
+ * forward on the H200 (12 layers of 12 heads over 1824 patches), several times their bf16
+ * tensor-core floor (the gain is measured on the GPU, not assumed here). Checked against a CPU
+ * reference of the same bf16 Q, K, V and P within a derived bound (tests/cuda/test-cuda-attention.c).
+ * Exact mode is the f32 path above, unchanged: the same calls as before fast mode had its own.
+ *
  * Row-major through column-major cuBLAS (see cuda-matmul.cu): the row-major [a][b] array is the
  * column-major b x a matrix. With dim = H*hd and ld = 3*dim, head h's Q, K and V rows start at
  * qkv + h*hd, qkv + dim + h*hd, qkv + 2*dim + h*hd (batch stride hd). S (row-major [qb][n]) is
@@ -29,18 +41,21 @@
  * B = Q, ldb = ld, C = S, ldc = n). O (row-major [qb][hd] inside out, ld dim) is O^T (hd x qb) =
  * V^T P^T: sgemm(OP_N, OP_N, m = hd, n = qb, k = n, A = V, lda = ld, B = P, ldb = n, C = out,
  * ldc = dim). The scale is the sgemm's alpha: alpha * (q . k), one rounding as the CPU's s * scale.
+ * Fast mode's calls are the same with bf16 A and B (Q, K, V at the same offsets of vh; P with
+ * ldb = 2 n and batch stride 2 n qb).
  */
 extern "C" {
 #include "base/error.h" // defines: JEV_ASSERT (a C header without its own extern "C")
 }
-#include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_work
+#include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_work, jev_cuda_to_bf16
+#include "base/half.h"             // defines: jev_f32_to_bf16 (host and device)
 
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 
-#define ATT_WARPS 8                       /* LM attention: warps per (query row, head) block */
-#define ATT_MAX_DH 256                    /* LM attention: largest head_dim (8 values per lane) */
+#define ATT_WARPS 8                         /* LM attention: warps per (query row, head) block */
+#define ATT_MAX_DH 256                      /* LM attention: largest head_dim (8 values per lane) */
 #define VIS_SCORE_BYTES ((size_t)512 << 20) /* vision attention: score scratch per query block */
 #define VIS_SOFTMAX_THREADS 256
 
@@ -77,8 +92,8 @@ __device__ static inline float warp_sum(float v) {
 template <int DPL>
 static __global__ void __launch_bounds__(ATT_WARPS * 32)
     attn_kernel(const float *__restrict__ q, const struct att_run *__restrict__ runs, int32_t n_runs,
-                const struct att_span *__restrict__ spans, int32_t n_heads, int32_t n_kv_heads, int32_t dh,
-                float scale, float *__restrict__ o) {
+                const struct att_span *__restrict__ spans, int32_t n_heads, int32_t n_kv_heads, int32_t dh, float scale,
+                float *__restrict__ o) {
     __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
     __shared__ float sm_acc[ATT_WARPS][32 * DPL];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -257,9 +272,18 @@ __device__ static float block_reduce(float v, bool is_max, float *red) {
     return r;
 }
 
-/* Row softmax in place, one block per row of n: p = expf(s - max) / sum. */
-static __global__ void __launch_bounds__(VIS_SOFTMAX_THREADS)
-    softmax_rows_kernel(float *__restrict__ s, int64_t n) {
+/*
+ * Row softmax in place, one block per row of n: p = expf(s - max) / sum, the same f32 values in both
+ * forms. BF16 (fast mode): p is stored rounded to bf16 (jev_f32_to_bf16) over the first half of the
+ * row's own f32 scores, so that row r's bf16 probabilities start at element 2 n r of the buffer as
+ * bf16 (P V reads them with ld 2 n) and fast mode needs no second [H][qb][n] array. The last pass
+ * goes in chunks of blockDim.x values: chunk c's bf16 stores cover the f32 values
+ * [c B / 2, c B / 2 + B / 2) (B = blockDim.x), which chunk c itself reads when c = 0 (hence the
+ * barrier between the chunk's loads and its stores) and which lie before chunk c's loads
+ * otherwise; no later chunk reads them.
+ */
+template <bool BF16>
+static __global__ void __launch_bounds__(VIS_SOFTMAX_THREADS) softmax_rows_kernel(float *__restrict__ s, int64_t n) {
     __shared__ float red[32];
     float *row = s + (int64_t)blockIdx.x * n;
     float mx = -INFINITY;
@@ -273,8 +297,44 @@ static __global__ void __launch_bounds__(VIS_SOFTMAX_THREADS)
         sum += e;
     }
     sum = block_reduce(sum, false, red);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-        row[j] = row[j] / sum;
+    if (!BF16) {
+        for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+            row[j] = row[j] / sum;
+        return;
+    }
+    uint16_t *ph = (uint16_t *)row;
+    for (int64_t c0 = 0; c0 < n; c0 += blockDim.x) { /* the same trip count in every thread: barriers below */
+        const int64_t j = c0 + threadIdx.x;
+        const float p = j < n ? row[j] / sum : 0.0f; /* this thread's own e_j, stored above */
+        __syncthreads();
+        if (j < n)
+            ph[j] = jev_f32_to_bf16(p);
+    }
+}
+
+/* cuBLAS statuses are recorded like CUDA errors: cudaErrorUnknown with the call in the where-string. */
+static void blas_check(struct jev_backend *be, cublasStatus_t st, const char *where) {
+    if (st != CUBLAS_STATUS_SUCCESS)
+        jev_cuda_check(be, cudaErrorUnknown, where);
+}
+
+/* Fast mode's Q, K, V: qkv[count] rounded to bf16 into be->vh, grown (synchronizing) only past the
+ * largest call so far, as cuda-matmul.cu's xh. NULL when it cannot be had (recorded). */
+static const uint16_t *vision_qkv_bf16(struct jev_backend *be, const float *qkv, int64_t count) {
+    size_t bytes = (size_t)count * sizeof(uint16_t);
+    if (bytes > be->vh_bytes) {
+        cudaStreamSynchronize(be->stream); /* queued ops may still read the old block */
+        jev_cuda_free(be, be->vh);
+        size_t want = bytes + bytes / 4;
+        be->vh = (uint16_t *)jev_cuda_malloc(be, want);
+        be->vh_bytes = be->vh ? want : 0;
+        if (!be->vh) {
+            jev_cuda_check(be, cudaErrorMemoryAllocation, "vision attention (fast): the bf16 Q, K, V");
+            return NULL;
+        }
+    }
+    jev_cuda_to_bf16(be, qkv, count, be->vh);
+    return be->vh;
 }
 
 void jev_cuda_vision_attention(struct jev_backend *be, const float *qkv, int64_t n, int32_t n_heads, int32_t head_dim,
@@ -282,7 +342,8 @@ void jev_cuda_vision_attention(struct jev_backend *be, const float *qkv, int64_t
     if (n <= 0 || n_heads <= 0)
         return;
     const int64_t dim = (int64_t)n_heads * head_dim, ld = 3 * dim;
-    JEV_ASSERT(n <= INT32_MAX && ld <= INT32_MAX);
+    const bool fast = be->precision == JEV_PRECISION_FAST;
+    JEV_ASSERT(n <= INT32_MAX && ld <= INT32_MAX && (!fast || 2 * n <= INT32_MAX));
     /* queries per block: all of them unless [H][qb][n] scores would pass VIS_SCORE_BYTES */
     int64_t qb = (int64_t)(VIS_SCORE_BYTES / sizeof(float)) / ((int64_t)n_heads * n);
     if (qb < 1)
@@ -292,23 +353,43 @@ void jev_cuda_vision_attention(struct jev_backend *be, const float *qkv, int64_t
     float *sc = jev_cuda_work(be, (size_t)n_heads * (size_t)qb * (size_t)n * sizeof(float));
     if (!sc) /* jev_cuda_work recorded the failure; writing through NULL would kill the context */
         return;
+    const uint16_t *qkvh = fast ? vision_qkv_bf16(be, qkv, n * ld) : NULL;
+    if (fast && !qkvh)
+        return;
     const float one = 1.0f, zero = 0.0f;
     for (int64_t q0 = 0; q0 < n; q0 += qb) {
         int64_t nq = n - q0 < qb ? n - q0 : qb;
-        const float *qp = qkv + q0 * ld, *kp = qkv + dim, *vp = qkv + 2 * dim;
-        /* S^T (n x nq per head) = op_T(K^T) . Q^T, scaled */
-        cublasStatus_t st = cublasSgemmStridedBatched(
-            be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)nq, head_dim, &scale, kp, (int)ld, head_dim, qp, (int)ld,
-            head_dim, &zero, sc, (int)n, nq * n, n_heads);
-        if (st != CUBLAS_STATUS_SUCCESS)
-            jev_cuda_check(be, cudaErrorUnknown, "cublasSgemmStridedBatched (vision attention scores)");
-        softmax_rows_kernel<<<(unsigned)(n_heads * nq), VIS_SOFTMAX_THREADS, 0, be->stream>>>(sc, n);
-        jev_cuda_check(be, cudaGetLastError(), "vision attention (softmax)");
-        /* O^T (hd x nq per head, ld dim) = V^T . P^T */
-        st = cublasSgemmStridedBatched(be->blas, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, (int)nq, (int)n, &one, vp,
-                                       (int)ld, head_dim, sc, (int)n, nq * n, &zero, out + q0 * dim, (int)dim,
-                                       head_dim, n_heads);
-        if (st != CUBLAS_STATUS_SUCCESS)
-            jev_cuda_check(be, cudaErrorUnknown, "cublasSgemmStridedBatched (vision attention values)");
+        cublasStatus_t st;
+        if (!fast) {
+            const float *qp = qkv + q0 * ld, *kp = qkv + dim, *vp = qkv + 2 * dim;
+            /* S^T (n x nq per head) = op_T(K^T) . Q^T, scaled */
+            st =
+                cublasSgemmStridedBatched(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)nq, head_dim, &scale, kp,
+                                          (int)ld, head_dim, qp, (int)ld, head_dim, &zero, sc, (int)n, nq * n, n_heads);
+            blas_check(be, st, "cublasSgemmStridedBatched (vision attention scores)");
+            softmax_rows_kernel<false><<<(unsigned)(n_heads * nq), VIS_SOFTMAX_THREADS, 0, be->stream>>>(sc, n);
+            jev_cuda_check(be, cudaGetLastError(), "vision attention (softmax)");
+            /* O^T (hd x nq per head, ld dim) = V^T . P^T */
+            st = cublasSgemmStridedBatched(be->blas, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, (int)nq, (int)n, &one, vp,
+                                           (int)ld, head_dim, sc, (int)n, nq * n, &zero, out + q0 * dim, (int)dim,
+                                           head_dim, n_heads);
+            blas_check(be, st, "cublasSgemmStridedBatched (vision attention values)");
+            continue;
+        }
+        /* fast: the same two products on bf16 Q, K, V and P, f32 accumulation on tensor cores, f32 S */
+        const uint16_t *qh = qkvh + q0 * ld, *kh = qkvh + dim, *vh = qkvh + 2 * dim;
+        st = cublasGemmStridedBatchedEx(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)n, (int)nq, head_dim, &scale, kh,
+                                        CUDA_R_16BF, (int)ld, head_dim, qh, CUDA_R_16BF, (int)ld, head_dim, &zero, sc,
+                                        CUDA_R_32F, (int)n, nq * n, n_heads, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        blas_check(be, st, "cublasGemmStridedBatchedEx bf16 (vision attention scores, fast)");
+        softmax_rows_kernel<true><<<(unsigned)(n_heads * nq), VIS_SOFTMAX_THREADS, 0, be->stream>>>(sc, n);
+        jev_cuda_check(be, cudaGetLastError(), "vision attention (softmax, fast)");
+        /* P as bf16: row r of [H][nq] at element 2 n r of sc (the softmax kernel's layout) */
+        const uint16_t *ph = (const uint16_t *)sc;
+        st = cublasGemmStridedBatchedEx(be->blas, CUBLAS_OP_N, CUBLAS_OP_N, head_dim, (int)nq, (int)n, &one, vh,
+                                        CUDA_R_16BF, (int)ld, head_dim, ph, CUDA_R_16BF, (int)(2 * n), nq * 2 * n,
+                                        &zero, out + q0 * dim, CUDA_R_32F, (int)dim, head_dim, n_heads,
+                                        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        blas_check(be, st, "cublasGemmStridedBatchedEx bf16 (vision attention values, fast)");
     }
 }

@@ -23,9 +23,10 @@
  * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
- *   The one exception is matmul in fast mode (be->precision, set_precision):
- *   bf16 inputs, f32 accumulation, checked against a CPU reference of the same
- *   bf16 inputs within a derived bound (tests/bf16-ref.h).
+ *   The exceptions are fast mode's products (be->precision, set_precision):
+ *   matmul and the vision attention's two products, bf16 inputs, f32
+ *   accumulation, checked against a CPU reference of the same bf16 inputs
+ *   within a derived bound (tests/bf16-ref.h, tests/cuda/test-cuda-attention.c).
  * - a launch error is recorded in the backend (jev_cuda_check) and reported by
  *   ops->status (jev_cuda_ops.status), which the model layer asks after each
  *   forward and the parity tests after each op; ops themselves cannot fail
@@ -58,6 +59,8 @@ struct jev_backend {
     size_t dq_bytes;               /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
     uint16_t *xh;                  /* fast mode: matmul's activations rounded to bf16 */
     size_t xh_bytes;               /* its size; grown like work (synchronizing) */
+    uint16_t *vh;                  /* fast mode: the vision attention's Q, K, V rounded to bf16 */
+    size_t vh_bytes;               /* its size; grown like xh */
     cudaStream_t stream;           /* every op is queued here */
     cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */

@@ -87,6 +87,7 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     jev_cuda_free(be, be->work);
     jev_cuda_free(be, be->dq);
     jev_cuda_free(be, be->xh);
+    jev_cuda_free(be, be->vh);
     free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
