@@ -29,8 +29,10 @@
  * (group, col) of the 128 (8 groups x 16 columns) holds rows group, group+8,
  * ... of its column in registers; sums over dk are per-thread partials, then
  * the two groups of a warp (shuffle), then the 4 warps (shared memory).
- * Warps 0 and 1 normalise q and k of each token into shared memory. Three
- * barriers per token: after q and k, inside each of the two column sums.
+ * Tokens go in tiles of RULE_TILE: a tile's q, k, v and gates are loaded at
+ * once (the loads in flight together) and q, k normalised in shared memory
+ * before its steps, which leaves two barriers a token (the column sums) and
+ * no global load in the dependent chain.
  */
 #include "backend/cuda/cuda-int.h"     // defines: struct jev_backend, jev_cuda_stage, jev_cuda_check
 #include "backend/cuda/cuda-gdn-int.h" // defines: RULE_COLS, l2norm_warp, jev_cuda_gdn_rule_chunked
@@ -130,21 +132,63 @@ __device__ static inline float column_sum(float x, float (*partial)[RULE_COLS]) 
     return total;
 }
 
+#define RULE_TILE 16 /* tokens whose q, k, v and gates are loaded and normalised before their steps */
+
+/* Dynamic shared memory of rule_recurrent, floats: a tile's q and k [RULE_TILE][2][dk], v [RULE_TILE][cols], decay
+ * and beta [RULE_TILE]. */
+static inline size_t recurrent_shared_floats(int32_t dk) {
+    return (size_t)RULE_TILE * (2 * (size_t)dk + RULE_COLS + 2);
+}
+
+/* Loads tokens t0..t0+T of the run into the tile: q and k (raw, every thread a share of the 2 T dk values, so that
+ * the loads are in flight together), then each warp normalises its vectors in place; v of the block's columns,
+ * e^g and beta. Ends with a barrier. */
+__device__ static void recurrent_tile(const struct rule_args &a, const struct jev_gdn_run &run, int32_t t0, int32_t T,
+                                      float *qk, float *vt, float *decay, float *bet) {
+    const int32_t dk = a.s.dk, dv = a.s.dv, hv = a.s.hv, h = (int32_t)blockIdx.y;
+    const int32_t kh = h / (hv / a.s.hk), key_dim = a.s.hk * dk, conv_dim = 2 * key_dim + hv * dv;
+    const int tid = (int)threadIdx.x, warp = tid / 32;
+    const int32_t total = 2 * T * dk;
+#pragma unroll 8
+    for (int32_t e = tid; e < total; e += RULE_THREADS) {
+        const int32_t t = e / (2 * dk), which = (e / dk) % 2, d = e % dk;
+        qk[e] = a.u[(run.row0 + t0 + t) * conv_dim + which * key_dim + kh * dk + d];
+    }
+    const int32_t col = (int32_t)blockIdx.x * RULE_COLS + tid % RULE_COLS;
+    for (int32_t t = tid / RULE_COLS; t < T; t += RULE_GROUPS)
+        vt[t * RULE_COLS + tid % RULE_COLS] =
+            col < dv ? a.u[(run.row0 + t0 + t) * conv_dim + 2 * key_dim + h * dv + col] : 0.0f;
+    if (tid < T) {
+        decay[tid] = expf(a.g[(run.row0 + t0 + tid) * hv + h]);
+        bet[tid] = a.beta[(run.row0 + t0 + tid) * hv + h];
+    }
+    __syncthreads();
+    for (int32_t v = warp; v < 2 * T; v += RULE_WARPS) { /* q: / sqrt(dk) (recurrent) or * f32(dk^-0.5) (chunked) */
+        float *x = qk + (size_t)v * dk;
+        if (v % 2 == 0)
+            l2norm_warp(x, dk, run.recurrent, run.recurrent ? a.qdiv : a.qscale, x);
+        else
+            l2norm_warp(x, dk, false, 1.0f, x);
+    }
+    __syncthreads();
+}
+
 /* grid (column slices, value heads, runs); ROWS state rows per thread (dk <= ROWS * RULE_GROUPS); dynamic shared
- * memory: 2*dk floats (the token's normalised q and k). */
+ * memory: recurrent_shared_floats(dk). Each tile of RULE_TILE tokens is loaded and normalised first (its loads
+ * together), then its tokens step through the state with two barriers each (the column sums). */
 template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_recurrent(const struct rule_args a) {
-    extern __shared__ float qk[];
+    extern __shared__ float tile[];
     __shared__ float partial_mem[RULE_WARPS][RULE_COLS];
     __shared__ float partial_out[RULE_WARPS][RULE_COLS];
     const struct jev_gdn_run run = a.runs[blockIdx.z];
     if (run.n <= 0)
         return;
     const int32_t dk = a.s.dk, dv = a.s.dv, hv = a.s.hv, h = (int32_t)blockIdx.y;
-    const int32_t kh = h / (hv / a.s.hk), key_dim = a.s.hk * dk, conv_dim = 2 * key_dim + hv * dv;
-    const int32_t warp = (int32_t)(threadIdx.x / 32), group = (int32_t)(threadIdx.x / RULE_COLS);
-    const int32_t col = (int32_t)blockIdx.x * RULE_COLS + (int32_t)(threadIdx.x % RULE_COLS);
+    const int32_t group = (int32_t)(threadIdx.x / RULE_COLS), c = (int32_t)(threadIdx.x % RULE_COLS);
+    const int32_t col = (int32_t)blockIdx.x * RULE_COLS + c;
     const bool has_col = col < dv;
-    float *qn = qk, *kn = qk + dk;
+    float *qk = tile, *vt = qk + (size_t)RULE_TILE * 2 * dk, *decay = vt + RULE_TILE * RULE_COLS;
+    float *bet = decay + RULE_TILE;
     float *S = run.ssm + (int64_t)h * dk * dv; /* [dk][dv] */
 
     float state[ROWS]; /* S[group + RULE_GROUPS r][col] */
@@ -153,43 +197,37 @@ template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_
         const int32_t i = group + RULE_GROUPS * r;
         state[r] = has_col && i < dk ? S[(int64_t)i * dv + col] : 0.0f;
     }
-    for (int32_t t = 0; t < run.n; t++) {
-        const int64_t row = run.row0 + t;
-        const float *ur = a.u + row * conv_dim;
-        /* q and k of this token; the previous token's readers are past its last barrier */
-        if (warp == 0)
-            l2norm_warp(ur + kh * dk, dk, run.recurrent, run.recurrent ? a.qdiv : a.qscale, qn);
-        else if (warp == 1)
-            l2norm_warp(ur + key_dim + kh * dk, dk, false, 1.0f, kn);
-        __syncthreads();
-        const float decay = expf(a.g[row * hv + h]);
-        const float beta = a.beta[row * hv + h];
-        /* S *= e^g; mem = S^T k */
-        float mem = 0.0f;
+    for (int32_t t0 = 0; t0 < run.n; t0 += RULE_TILE) {
+        const int32_t T = run.n - t0 < RULE_TILE ? run.n - t0 : RULE_TILE;
+        recurrent_tile(a, run, t0, T, qk, vt, decay, bet); /* the previous tile's readers are past its last barrier */
+        for (int32_t t = 0; t < T; t++) {
+            const float *qn = qk + (size_t)t * 2 * dk, *kn = qn + dk;
+            /* S *= e^g; mem = S^T k */
+            float mem = 0.0f;
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            const int32_t i = group + RULE_GROUPS * r;
-            if (i < dk) {
-                state[r] = state[r] * decay;
-                mem += state[r] * kn[i];
+            for (int r = 0; r < ROWS; r++) {
+                const int32_t i = group + RULE_GROUPS * r;
+                if (i < dk) {
+                    state[r] = state[r] * decay[t];
+                    mem += state[r] * kn[i];
+                }
             }
-        }
-        mem = column_sum(mem, partial_mem);
-        /* delta = (v - mem) * beta; S += k delta^T; out = S^T q */
-        const float v = has_col ? ur[2 * key_dim + h * dv + col] : 0.0f;
-        const float delta = (v - mem) * beta;
-        float out = 0.0f;
+            mem = column_sum(mem, partial_mem);
+            /* delta = (v - mem) * beta; S += k delta^T; out = S^T q */
+            const float delta = (vt[t * RULE_COLS + c] - mem) * bet[t];
+            float out = 0.0f;
 #pragma unroll
-        for (int r = 0; r < ROWS; r++) {
-            const int32_t i = group + RULE_GROUPS * r;
-            if (i < dk) {
-                state[r] = state[r] + kn[i] * delta;
-                out += state[r] * qn[i];
+            for (int r = 0; r < ROWS; r++) {
+                const int32_t i = group + RULE_GROUPS * r;
+                if (i < dk) {
+                    state[r] = state[r] + kn[i] * delta;
+                    out += state[r] * qn[i];
+                }
             }
+            out = column_sum(out, partial_out);
+            if (threadIdx.x < RULE_COLS && has_col)
+                a.o[(run.row0 + t0 + t) * (hv * dv) + h * dv + col] = out;
         }
-        out = column_sum(out, partial_out);
-        if (warp == 0 && threadIdx.x < RULE_COLS && has_col)
-            a.o[row * (hv * dv) + h * dv + col] = out;
     }
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
@@ -199,8 +237,9 @@ template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_
     }
 }
 
-#define CHUNK_MIN_ROWS 64 /* shorter chunked-form runs take the recurrence: 64 dependent steps beat a chunk's set-up   \
-                           */
+#define CHUNK_MIN_ROWS                                                                                                 \
+    64 /* shorter chunked-form runs take the recurrence: 64 dependent steps beat a chunk's set-up                      \
+        */
 
 /* Records a launch error (the ops cannot fail); dk above the kernels' register budget is a sizing bug. */
 void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,
@@ -241,7 +280,7 @@ void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, co
         a.runs = (const struct jev_gdn_run *)jev_cuda_stage(be, recurrent, (size_t)n_recurrent * sizeof(*runs));
         const unsigned slices = (unsigned)((s->dv + RULE_COLS - 1) / RULE_COLS);
         dim3 grid(slices, (unsigned)s->hv, (unsigned)n_recurrent);
-        size_t shared = 2 * (size_t)s->dk * sizeof(float);
+        size_t shared = recurrent_shared_floats(s->dk) * sizeof(float);
         if (s->dk <= 16 * RULE_GROUPS)
             rule_recurrent<16><<<grid, RULE_THREADS, shared, be->stream>>>(a);
         else
