@@ -326,6 +326,7 @@ static void test_matmul_rows_many(void **state) {
  * that cuda-test.h includes; the pointer is the same opaque one) */
 int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be);
 bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on);
+int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 
 #define CO_N 5 /* the rows whose results are followed */
 static const int64_t co_others[] = {3, 60, 700, 2300};
@@ -494,32 +495,41 @@ static double co_time(const struct jev_matrix *m, const float *dx, int64_t n, fl
     return t[2];
 }
 
-/* What pinning costs: the 0.8B model's product shapes at its row counts, pinned against cuBLAS's own
- * choice (JEV_CUDA_PIN=0's path), both modes. Printed; the results are the company test's business. */
+/* One line of test_company_cost: the product at every row count of ns, pinned with the algorithms
+ * chosen for pin_n rows (-1: unpinned, cuBLAS's own choice); the backend's pinning restored after. */
+static void co_cost_line(const char *what, const struct jev_matrix *m, const float *dx, float *dy, int64_t pin_n) {
+    static const int64_t ns[] = {5, 16, 64, 532, 1824, 2300};
+    char label[32];
+    snprintf(label, sizeof label, pin_n < 0 ? "cuBLAS" : "pin %lld", (long long)pin_n);
+    printf("  %s %5d x %5d, ms %-8s:", what, m->rows, m->cols, label);
+    bool was = jev_cuda_gemm_set_pin(ct_gpu, pin_n >= 0);
+    int64_t was_n = jev_cuda_gemm_set_pin_n(ct_gpu, pin_n >= 0 ? pin_n : 512);
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        printf(" n %lld %.3f", (long long)ns[i], co_time(m, dx, ns[i], dy));
+    printf("\n");
+    jev_cuda_gemm_set_pin(ct_gpu, was);
+    jev_cuda_gemm_set_pin_n(ct_gpu, was_n);
+}
+
+/* What pinning costs: the 0.8B model's product shapes (4-bit) at 5 to 2300 tokens, unpinned (cuBLAS's
+ * choice by row count, JEV_CUDA_PIN=0) and pinned with the algorithms chosen for 512 (the default) and
+ * 2048 rows, both modes. Printed; the results are the company test's business. */
 static void test_company_cost(void **state) {
     (void)state;
     static const int32_t shapes[][2] = {{1024, 1024}, {3584, 1024}, {1024, 3584},
                                         {2304, 768},  {3072, 768},  {768, 3072}};
-    static const int64_t ns[] = {5, 16, 64, 532, 1824, 2300};
+    static const int64_t pins[] = {-1, 512, 2048};
     for (int mode = 0; mode < 2; mode++) {
         set_mode(mode ? JEV_PRECISION_FAST : JEV_PRECISION_EXACT);
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-            struct mat a = mat_make(JEV_MTYPE_QAFFINE, shapes[s][0], shapes[s][1], 4, 64, JEV_STYPE_BF16, 90);
+            const int64_t rows = shapes[s][0], cols = shapes[s][1];
+            struct mat a = mat_make(JEV_MTYPE_QAFFINE, (int32_t)rows, (int32_t)cols, 4, 64, JEV_STYPE_BF16, 90);
             struct jev_matrix m = ct_mirror(&a.m);
-            float *x = ct_host(2300 * (int64_t)shapes[s][1]);
-            ct_fill(x, 2300 * (int64_t)shapes[s][1], 91, 1.0f);
-            float *dx = ct_up(x, 2300 * (int64_t)shapes[s][1]), *dy = ct_up(NULL, 2300 * (int64_t)shapes[s][0]);
-            printf("  %s %5d x %5d, ms pinned / cuBLAS's choice:", mode ? "fast " : "exact", shapes[s][0],
-                   shapes[s][1]);
-            for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
-                bool was = jev_cuda_gemm_set_pin(ct_gpu, true);
-                double tp = co_time(&m, dx, ns[i], dy);
-                jev_cuda_gemm_set_pin(ct_gpu, false);
-                double tl = co_time(&m, dx, ns[i], dy);
-                jev_cuda_gemm_set_pin(ct_gpu, was);
-                printf("  n %lld %.3f / %.3f", (long long)ns[i], tp, tl);
-            }
-            printf("\n");
+            float *x = ct_host(2300 * cols);
+            ct_fill(x, 2300 * cols, 91, 1.0f);
+            float *dx = ct_up(x, 2300 * cols), *dy = ct_up(NULL, 2300 * rows);
+            for (size_t v = 0; v < sizeof pins / sizeof pins[0]; v++)
+                co_cost_line(mode ? "fast " : "exact", &m, dx, dy, pins[v]);
             ct_status_ok("the timed products");
             ct_free(dx);
             ct_free(dy);

@@ -5,15 +5,24 @@
  * Why: cublasSgemm / cublasGemmEx choose their kernel (tile, split-K, sliced-K) by the whole problem,
  * the batch's row count included, and each kernel orders a dot product's sums its own way: a request
  * batched with others got other bits than alone (up to 1.03e-5 in probability in exact mode, 0.0105 in
- * fast). Here the algorithm is chosen once per (kind, output columns, inner dim, output stride), asking
- * cublasLtMatmulAlgoGetHeuristic about a representative large batch (PIN_N rows: the vision tower's
- * 1824 patches, a 532-token prefill and the 64-question scoring's ~2300 rows are the products that
- * matter), taking its best config without split-K (SPLITK_NUM 1, REDUCTION_SCHEME NONE; the top one
- * forced so when none is), and reused for every row count. A kernel without split-K computes each
- * output from one CTA's tile over the whole inner dimension in a fixed order, so a row's bits are the
- * same wherever the row sits and whatever else is there (tests/cuda/test-cuda-matmul.c checks it,
- * memcmp). The math is not changed, only the choice: CUBLAS_COMPUTE_32F with f32 inputs (f32 FMA, no
- * TF32) in exact mode, bf16 inputs with CUBLAS_COMPUTE_32F in fast mode, as the cuBLAS calls before.
+ * fast). Here the algorithm is chosen once per (kind, output columns, inner dim, output stride,
+ * alignment class), asking cublasLtMatmulAlgoGetHeuristic about PIN_N rows, taking its best config
+ * without split-K (SPLITK_NUM 1, REDUCTION_SCHEME NONE), and reused for every row count. A kernel
+ * without split-K computes each output from one CTA's tile over the whole inner dimension in a fixed
+ * order, so a row's bits are the same wherever the row sits and whatever else is there
+ * (tests/cuda/test-cuda-matmul.c checks it, memcmp, and passes on the H200). The math is not changed,
+ * only the choice: CUBLAS_COMPUTE_32F with f32 inputs (f32 FMA, no TF32) in exact mode, bf16 inputs
+ * with CUBLAS_COMPUTE_32F in fast mode, as the cuBLAS calls before.
+ *
+ * Why PIN_N = 512 rows and not the largest batches (the vision tower's 1824 patches, the 64-question
+ * scoring's ~2300 rows): one algorithm serves every row count, and a split-K-free f32 (SIMT) kernel
+ * chosen for 2048 rows has tiles too large for fewer rows (measured on the H200, test-cuda-matmul's
+ * cost test, 4-bit weights, exact mode, ms pinned for 512 / for 2048 / cuBLAS's own choice: 1024 x
+ * 3584 at 532 rows 0.223 / 0.325 / 0.129, at 16 rows 0.130 / 0.316 / 0.050, at 2300 rows 0.521 /
+ * 0.605 / 0.373; 768 x 3072 at 1824 rows 0.287 / 0.269 / 0.207). Fast mode's bf16 tensor-core kernels
+ * cost within about 10 us of cuBLAS's choice either way. Exact mode stays slower than before at every
+ * row count but the largest; JEV_CUDA_PIN=N chooses for N rows instead, JEV_CUDA_PIN=0 turns the
+ * pinning off (every product as before: the A/B measurement).
  *
  * Not pinned (the cuBLAS call of before, cublasSgemm / cublasSgemv / cublasGemmEx, whose kernel may
  * change with the row count): one row in exact mode (a gemv: decode over an f32 matrix); a shape for
@@ -22,7 +31,6 @@
  * so that tests can require none. Shapes whose rows are not whole 16-byte vectors (odd inner dims or
  * output strides) or whose pointers are not 16-byte aligned are pinned too, on a key of their own
  * chosen for element alignment (align_class).
- * JEV_CUDA_PIN=0 turns the pinning off (every product as before), for A/B measurements.
  *
  * Kinds: JEV_CUDA_GEMM_F32 (exact matmul) and JEV_CUDA_GEMM_BF16 (fast matmul) pin per (output
  * columns, inner dim, output stride); JEV_CUDA_GEMM_ROWS (matmul_rows: the candidates' rows, whose
@@ -32,11 +40,10 @@
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_check, enum jev_cuda_gemm_kind
 #include "base/error.h"            // defines: jev_fail
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define PIN_N 2048                     /* the representative row count the algorithm is chosen for */
+#define PIN_N 512                      /* the row count the algorithms are chosen for (JEV_CUDA_PIN=N: N) */
 #define PIN_ROWS_M 1024                /* matmul_rows: representative candidate count */
 #define PIN_WS_BYTES ((size_t)4 << 20) /* the pinned products' workspace (no split-K: little or none) */
 #define PIN_ALIGN 16                   /* inputs' and (but for ROWS) outputs' alignment, bytes */
@@ -68,7 +75,9 @@ static bool lt_ok(struct jev_backend *be, cublasStatus_t st, const char *where) 
 
 enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err) {
     const char *pin = getenv("JEV_CUDA_PIN");
-    be->pin = !(pin && strcmp(pin, "0") == 0);
+    long pn = pin && *pin ? strtol(pin, NULL, 10) : 1;
+    be->pin = pn != 0;
+    be->pin_n = pn >= 2 && pn <= (1L << 20) ? pn : PIN_N;
     if (cublasLtCreate(&be->lt) != CUBLAS_STATUS_SUCCESS)
         return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot create its handle", be->device);
     if (cublasLtMatmulDescCreate(&be->lt_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
@@ -100,6 +109,14 @@ void jev_cuda_gemm_free(struct jev_backend *be) {
 }
 
 int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be) { return be->unpinned; }
+
+int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n) {
+    int64_t was = be->pin_n;
+    if (n != was)
+        be->n_pins = 0; /* chosen again on next use */
+    be->pin_n = n;
+    return was;
+}
 
 bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on) {
     bool was = be->pin;
@@ -186,43 +203,38 @@ static cublasLtMatmulPreference_t preference(enum jev_cuda_gemm_kind kind, uint3
     return p;
 }
 
-/* The best split-K-free algorithm among the heuristic's results for this shape at PIN_N rows, or the
- * best one forced to no split; false when there is none or cuBLASLt refuses the forced one. */
-static bool pin_choose(struct jev_backend *be, struct jev_cuda_pin *pin) {
+/* The heuristic's split-K-free results for the key's shape at n rows, best first (at most PIN_RESULTS):
+ * how many. */
+static int candidates(struct jev_backend *be, const struct jev_cuda_pin *pin, int64_t n,
+                      cublasLtMatmulAlgo_t out[PIN_RESULTS]) {
     int64_t m = pin->kind == JEV_CUDA_GEMM_ROWS ? PIN_ROWS_M : pin->m;
     int64_t ldc = pin->kind == JEV_CUDA_GEMM_ROWS ? PIN_ROWS_M : pin->ldc;
     struct layouts l;
-    if (!layouts_make(&l, pin->kind, m, pin->k, PIN_N, ldc))
-        return false;
+    if (!layouts_make(&l, pin->kind, m, pin->k, n, ldc))
+        return 0;
     cublasLtMatmulPreference_t pref = preference(pin->kind, pin->al, be->lt_ws_bytes);
     cublasLtMatmulHeuristicResult_t res[PIN_RESULTS];
-    int got = 0;
+    int got = 0, kept = 0;
     if (!pref || cublasLtMatmulAlgoGetHeuristic(be->lt, be->lt_desc, l.a, l.b, l.c, l.c, pref, PIN_RESULTS, res,
                                                 &got) != CUBLAS_STATUS_SUCCESS)
         got = 0;
-    bool ok = false;
-    for (int i = 0; i < got && !ok; i++)
-        if (res[i].state == CUBLAS_STATUS_SUCCESS && !splits_k(&res[i].algo)) {
-            pin->algo = res[i].algo;
-            ok = true;
-        }
-    if (!ok && got > 0 && res[0].state == CUBLAS_STATUS_SUCCESS) { /* force the best one to one split */
-        const int32_t one = 1;
-        const uint32_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-        cublasLtMatmulHeuristicResult_t chk;
-        pin->algo = res[0].algo;
-        ok = cublasLtMatmulAlgoConfigSetAttribute(&pin->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one, sizeof one) ==
-                 CUBLAS_STATUS_SUCCESS &&
-             cublasLtMatmulAlgoConfigSetAttribute(&pin->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none,
-                                                  sizeof none) == CUBLAS_STATUS_SUCCESS &&
-             cublasLtMatmulAlgoCheck(be->lt, be->lt_desc, l.a, l.b, l.c, l.c, &pin->algo, &chk) ==
-                 CUBLAS_STATUS_SUCCESS &&
-             chk.workspaceSize <= be->lt_ws_bytes && !splits_k(&pin->algo);
-    }
+    for (int i = 0; i < got; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= be->lt_ws_bytes && !splits_k(&res[i].algo))
+            out[kept++] = res[i].algo;
     if (pref)
         cublasLtMatmulPreferenceDestroy(pref);
     layouts_free(&l);
-    return ok;
+    return kept;
+}
+
+/* The heuristic's best split-K-free algorithm for the key at be->pin_n rows; false when cuBLASLt has
+ * none. */
+static bool pin_choose(struct jev_backend *be, struct jev_cuda_pin *pin) {
+    cublasLtMatmulAlgo_t list[PIN_RESULTS];
+    if (candidates(be, pin, be->pin_n, list) <= 0)
+        return false;
+    pin->algo = list[0];
+    return true;
 }
 
 /* The pin of this key, chosen on first use (NULL: no room for the table; the call runs unpinned). */

@@ -67,6 +67,7 @@ struct jev_backend {
     void *lt_ws;                  /* their workspace [lt_ws_bytes] */
     size_t lt_ws_bytes;
     bool pin;                  /* false: JEV_CUDA_PIN=0, every product the cuBLAS call of before */
+    int64_t pin_n;             /* the row count the algorithms are chosen for (JEV_CUDA_PIN=N, default 512) */
     struct jev_cuda_pin *pins; /* the chosen algorithms, one per key */
     int32_t n_pins, cap_pins;
     int64_t unpinned;              /* products of 2+ rows that ran unpinned while pinning was on */
@@ -167,10 +168,12 @@ void jev_cuda_gemm(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const v
 enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err);
 void jev_cuda_gemm_free(struct jev_backend *be);
 /* Products of 2+ rows that ran unpinned while pinning was on (tests require 0 for the shapes they use),
- * and pinning turned on or off (JEV_CUDA_PIN's switch; the tests' A/B timing), returning what it was.
+ * pinning turned on or off (JEV_CUDA_PIN's switch) and the row count the algorithms are chosen for (the
+ * table chosen again), each returning what it was: the tests' A/B timing.
  * Declared again by tests/cuda/test-cuda-matmul.c, which cannot include this header. */
 int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be);
 bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on);
+int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 
 /* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
  * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */
