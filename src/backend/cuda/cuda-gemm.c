@@ -18,11 +18,11 @@
  * scoring's ~2300 rows): one algorithm serves every row count, and a split-K-free f32 (SIMT) kernel
  * chosen for 2048 rows has tiles too large for fewer rows (measured on the H200, test-cuda-matmul's
  * cost test, 4-bit weights, exact mode, ms pinned for 512 / for 2048 / cuBLAS's own choice: 1024 x
- * 3584 at 532 rows 0.223 / 0.325 / 0.129, at 16 rows 0.130 / 0.316 / 0.050, at 2300 rows 0.521 /
- * 0.605 / 0.373; 768 x 3072 at 1824 rows 0.287 / 0.269 / 0.207). Fast mode's bf16 tensor-core kernels
- * cost within about 10 us of cuBLAS's choice either way. Exact mode stays slower than before at every
- * row count but the largest; JEV_CUDA_PIN=N chooses for N rows instead, JEV_CUDA_PIN=0 turns the
- * pinning off (every product as before: the A/B measurement).
+ * 3584 at 532 rows 0.226 / 0.326 / 0.130, at 16 rows 0.131 / 0.315 / 0.051, at 2300 rows 0.524 /
+ * 0.616 / 0.375; 768 x 3072 at 1824 rows 0.290 / 0.273 / 0.209). Fast mode's bf16 tensor-core kernels
+ * stay within about 20 us of cuBLAS's choice. Exact mode is slower than before: over the six shapes,
+ * 0.96-1.5x at 1824-2300 rows, 1.06-1.74x at 532, 2-4x at 5-64. JEV_CUDA_PIN=N chooses for N rows
+ * instead, JEV_CUDA_PIN=0 turns the pinning off (every product as before: the A/B measurement).
  *
  * Not pinned (the cuBLAS call of before, cublasSgemm / cublasSgemv / cublasGemmEx, whose kernel may
  * change with the row count): one row in exact mode (a gemv: decode over an f32 matrix); a shape for

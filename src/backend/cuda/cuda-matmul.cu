@@ -23,17 +23,18 @@
  *   token (the weights stream once, no copy). More tokens: the rows are dequantized into the
  *   backend's work scratch in chunks of at most GATHER_BYTES and each chunk is one f32 product.
  *
- * Company (what a row's result depends on): every product of more tokens runs one cuBLASLt algorithm
- * pinned per shape, without split-K, whatever the token count (cuda-gemm.c), so a token's outputs are
- * the same bits alone or batched with any number of others, at any position (test-cuda-matmul.c's
- * company test, memcmp; JEV_CUDA_PIN=0 brings back cuBLAS's own choice by row count, whose bits
- * change with the batch). Not covered: the few-token boundary stays. A non-f32 matrix's product of
- * at most JEV_CUDA_DIRECT_MAX_N tokens (rows_dot_kernel, f32 in both modes) sums in another order than
- * the same tokens' product inside a batch of more (the pinned algorithm; bf16 in fast mode): a token
- * of a request alone whose product has <= 4 tokens (a decode step, a scoring pass over a few
- * positions) gets other bits than in company (the company test prints both sides' NMSE). An f32 matrix's single token
- * is a cublasSgemv, also unpinned. Prefills and the vision tower (one image a forward) have the same token counts alone
- * and in company.
+ * Company (what a row's result depends on): every product of more tokens runs one cuBLASLt
+ * algorithm pinned per shape, without split-K, whatever the token count (cuda-gemm.c), so a token's
+ * outputs are the same bits alone or batched with any number of others, at any position
+ * (test-cuda-matmul.c's company test, memcmp; JEV_CUDA_PIN=0 brings back cuBLAS's own choice by row
+ * count, whose bits change with the batch: the test then fails). The few-token boundary stays: a
+ * non-f32 matrix's product of at most JEV_CUDA_DIRECT_MAX_N tokens (rows_dot_kernel, f32 in both
+ * modes) sums in another order than the same tokens inside a product of more (the pinned algorithm;
+ * bf16 in fast mode), so a token whose product alone has <= 4 tokens (a decode step, a scoring pass
+ * over a few positions) gets other bits than in company (measured on the H200, the company test's
+ * print: 4 tokens against the same among 5, NMSE 3e-14 to 3e-13 in exact mode, 2e-8 to 2e-5 in
+ * fast: bf16's rounding). An f32 matrix's single token is a cublasSgemv, also unpinned. Prefills
+ * and the vision tower (one image a forward) have the same token counts alone and in company.
  *
  * Row-major through column-major cuBLAS(Lt): a row-major [a][b] array is the column-major b x a
  * matrix (its transpose) with leading dimension b. So W (row-major [rows][cols]) is W^T
