@@ -48,7 +48,8 @@ endif
 
 # CUDA=1: the CUDA backend (src/backend/cuda: host code in .c, kernels in .cu by nvcc for the
 # H200's sm_90) joins the library; the engine can then run on a GPU. cudart is linked
-# statically, cuBLAS dynamically (the GPU machine has it in /usr/local/cuda/lib64). Without
+# statically, cuBLAS and cuBLASLt (the pinned products, cuda-gemm.c) dynamically (the GPU machine
+# has them in /usr/local/cuda/lib64). Without
 # CUDA=1 the folder is left out and asking for the CUDA backend names the build flag.
 CUDA     ?= 0
 CUDA_DIR ?= /usr/local/cuda
@@ -62,7 +63,7 @@ ifeq ($(CUDA),1)
 LIB_SRC   += $(sort $(wildcard src/backend/cuda/*.c))
 CU_SRC    := $(sort $(wildcard src/backend/cuda/*.cu))
 CFLAGS    += -DJEV_HAVE_CUDA -isystem $(CUDA_DIR)/include
-LIBS      += -L$(CUDA_DIR)/lib64 -lcublas -lcudart_static -lrt -ldl -lstdc++ -Wl,-rpath,$(CUDA_DIR)/lib64
+LIBS      += -L$(CUDA_DIR)/lib64 -lcublas -lcublasLt -lcudart_static -lrt -ldl -lstdc++ -Wl,-rpath,$(CUDA_DIR)/lib64
 endif
 LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 COMMON_SRC := $(shell find common -name '*.c' | sort)

@@ -21,6 +21,17 @@
  *   place; more: gathered), and 40000 candidate rows so that the gathered rows take several
  *   scratch chunks.
  *
+ * - company (jev issue 14): a token's outputs do not depend on the other tokens of its product. Five
+ *   rows multiplied alone, then inside batches of 3, 60, 700 and 2300 other rows (first, in the
+ *   middle, last), for f32 (and odd-width f32), bf16 and 4-bit affine weights up to the LM's
+ *   3584 x 1024, in exact and fast mode: the five rows' outputs bit-identical (memcmp); matmul_rows
+ *   likewise with the candidates scattered among 250 more (the batch's union); and no product ran
+ *   unpinned (cuda-gemm.c's counter). Fails with JEV_CUDA_PIN=0 (cuBLAS's own kernel choice by row
+ *   count). Printed, not required: whether 4 tokens (rows read in place) give the same bits as the
+ *   same tokens among 5 (the pinned product): the few-token boundary, which stays.
+ * - company cost: the 0.8B model's product shapes at 5 to 2300 tokens, pinned against cuBLAS's own
+ *   choice, both modes: milliseconds printed (the A/B that JEV_CUDA_PIN=0 gives the engine).
+ *
  * Matrices are built as tests/test-ops.c's mat_make does: deterministic values, affine codes
  * written into the little-endian bit stream, scales and biases rounded to their stype. Fast mode's
  * products are tests/cuda/test-cuda-fast.c's.
@@ -30,6 +41,8 @@
 
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_dequant_rows, jev_cuda_dq_bytes, JEV_CUDA_DIRECT_MAX_N
 #include "base/half.h"                     // defines: jev_f32_to_bf16
+
+#include <time.h>
 
 /* ---- host matrices (tests/test-matrices.h) ---- */
 
@@ -307,12 +320,234 @@ static void test_matmul_rows_many(void **state) {
     mat_free(&a);
 }
 
+/* ---- company: a row's result does not depend on the rows beside it ---- */
+
+/* backend/cuda/cuda-int.h's pinning counters (that header's struct jev_backend clashes with the CPU's
+ * that cuda-test.h includes; the pointer is the same opaque one) */
+int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be);
+bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on);
+int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
+
+#define CO_N 5 /* the rows whose results are followed */
+static const int64_t co_others[] = {3, 60, 700, 2300};
+
+static void set_mode(enum jev_precision p) {
+    struct jev_error err = {0};
+    if (ct_ops->set_precision(ct_gpu, p, &err) != JEV_OK)
+        fail_msg("set_precision %s: %s", jev_precision_name(p), err.msg);
+}
+
+/* ct_ops->matmul (ids NULL) or matmul_rows of n host rows x -> a new host y [n][width]. */
+static float *co_product(const struct jev_matrix *m, const int32_t *ids, int32_t n_ids, const float *x, int64_t n) {
+    const int64_t width = ids ? n_ids : m->rows;
+    float *dx = ct_up(x, n * m->cols), *dy = ct_up(NULL, n * width);
+    if (ids)
+        ct_ops->matmul_rows(ct_gpu, m, ids, n_ids, dx, n, dy);
+    else
+        ct_ops->matmul(ct_gpu, m, dx, n, dy);
+    float *y = ct_down(dy, n * width);
+    ct_free(dx);
+    ct_free(dy);
+    return y;
+}
+
+/* Fails naming the first output of the followed rows whose bits differ from their product alone. */
+static void co_same(const char *what, const float *alone, const float *got, int64_t count) {
+    if (memcmp(alone, got, (size_t)count * sizeof(float)) == 0)
+        return;
+    int64_t i = 0, diffs = 0;
+    double worst = 0;
+    for (int64_t j = 0; j < count; j++)
+        if (memcmp(&alone[j], &got[j], sizeof(float)) != 0) {
+            if (diffs++ == 0)
+                i = j;
+            double d = fabs((double)alone[j] - (double)got[j]);
+            worst = d > worst ? d : worst;
+        }
+    fail_msg("%s: %lld of %lld outputs differ from the rows alone (first %lld: %.9g alone, %.9g here; largest "
+             "difference %.3g)",
+             what, (long long)diffs, (long long)count, (long long)i, (double)alone[i], (double)got[i], worst);
+}
+
+/* The CO_N rows x5 alone, then inside batches of co_others[] other rows, first, in the middle and
+ * last: matmul's rows bit-identical. */
+static void co_matmul(const char *name, const struct jev_matrix *m, const float *x5) {
+    const int64_t cols = m->cols, rows = m->rows;
+    float *alone = co_product(m, NULL, 0, x5, CO_N);
+    for (size_t c = 0; c < sizeof co_others / sizeof co_others[0]; c++) {
+        const int64_t n = CO_N + co_others[c], at[3] = {0, co_others[c] / 2, co_others[c]};
+        for (int p = 0; p < 3; p++) {
+            float *x = ct_host(n * cols);
+            ct_fill(x, n * cols, 600 + n, 1.0f);
+            memcpy(x + at[p] * cols, x5, (size_t)(CO_N * cols) * sizeof(float));
+            float *y = co_product(m, NULL, 0, x, n);
+            char what[160];
+            snprintf(what, sizeof what, "matmul %s: %d rows at %lld of %lld", name, CO_N, (long long)at[p],
+                     (long long)n);
+            co_same(what, alone, y + at[p] * rows, CO_N * rows);
+            free(x);
+            free(y);
+        }
+    }
+    /* the few-token boundary (JEV_CUDA_DIRECT_MAX_N): the first rows alone below it, against the same
+     * rows above it; a non-f32 matrix reads its rows in place below and goes through cuBLAS above, so
+     * the sums are ordered otherwise: printed, not required */
+    float *below = co_product(m, NULL, 0, x5, JEV_CUDA_DIRECT_MAX_N);
+    bool same = memcmp(below, alone, (size_t)(JEV_CUDA_DIRECT_MAX_N * rows) * sizeof(float)) == 0;
+    printf("  company %-28s %5lld x %5lld: bit-identical with 3..2300 others; %d tokens vs %d: %s (NMSE %.3g)\n", name,
+           (long long)rows, (long long)cols, JEV_CUDA_DIRECT_MAX_N, CO_N, same ? "bit-identical" : "differ",
+           mat_nmse(alone, below, JEV_CUDA_DIRECT_MAX_N * rows));
+    free(below);
+    free(alone);
+}
+
+/* matmul_rows: 11 candidates alone, then among 250 other candidates (the batch's union grows with
+ * company) and inside batches of other rows: bit-identical. */
+static void co_rows(const char *name, const struct jev_matrix *m, const float *x5) {
+    enum { FEW = 11, MANY = FEW + 250, STEP = 23 };
+    const int64_t cols = m->cols;
+    int32_t few[FEW], many[MANY];
+    for (int32_t k = 0; k < MANY; k++)
+        many[k] = (int32_t)(((int64_t)k * 13 + 5) % m->rows);
+    for (int32_t q = 0; q < FEW; q++) {
+        few[q] = (int32_t)(((int64_t)q * 7 + 3) % m->rows);
+        many[1 + q * STEP] = few[q]; /* scattered among the others */
+    }
+    float *alone = co_product(m, few, FEW, x5, CO_N);
+    float *got = ct_host(CO_N * FEW);
+    for (size_t c = 0; c < sizeof co_others / sizeof co_others[0]; c++) {
+        const int64_t n = CO_N + co_others[c], at = co_others[c] / 2;
+        float *x = ct_host(n * cols);
+        ct_fill(x, n * cols, 700 + n, 1.0f);
+        memcpy(x + at * cols, x5, (size_t)(CO_N * cols) * sizeof(float));
+        float *y = co_product(m, many, MANY, x, n);
+        for (int64_t t = 0; t < CO_N; t++)
+            for (int32_t q = 0; q < FEW; q++)
+                got[t * FEW + q] = y[(at + t) * MANY + 1 + q * STEP];
+        char what[160];
+        snprintf(what, sizeof what, "matmul_rows %s: %d rows at %lld of %lld, %d of %d candidates", name, CO_N,
+                 (long long)at, (long long)n, FEW, MANY);
+        co_same(what, alone, got, CO_N * FEW);
+        free(x);
+        free(y);
+    }
+    printf("  company %-28s matmul_rows: bit-identical with 3..2300 others and 250 more candidates\n", name);
+    free(got);
+    free(alone);
+}
+
+static const struct mcase co_cases[] = {
+    {"f32", JEV_MTYPE_F32, 70, 96, 0, 0, JEV_STYPE_F32},
+    {"f32 odd cols", JEV_MTYPE_F32, 37, 29, 0, 0, JEV_STYPE_F32},
+    {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
+    {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
+    {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
+};
+
+/* Every case in exact and fast mode, matmul and matmul_rows; none ran unpinned. */
+static void test_company(void **state) {
+    (void)state;
+    int64_t unpinned = jev_cuda_gemm_unpinned(ct_gpu);
+    for (int mode = 0; mode < 2; mode++) {
+        set_mode(mode ? JEV_PRECISION_FAST : JEV_PRECISION_EXACT);
+        printf("  %s mode\n", mode ? "fast" : "exact");
+        for (size_t c = 0; c < sizeof co_cases / sizeof co_cases[0]; c++) {
+            const struct mcase *mc = &co_cases[c];
+            struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c + 40);
+            struct jev_matrix m = ct_mirror(&a.m);
+            float *x5 = ct_host(CO_N * mc->cols);
+            ct_fill(x5, CO_N * mc->cols, 500 + (int64_t)c, 1.0f);
+            co_matmul(mc->name, &m, x5);
+            co_rows(mc->name, &m, x5);
+            free(x5);
+            ct_ops->matrix_release(ct_gpu, &m);
+            mat_free(&a);
+        }
+    }
+    set_mode(JEV_PRECISION_EXACT);
+    int64_t now = jev_cuda_gemm_unpinned(ct_gpu);
+    if (now != unpinned)
+        fail_msg("%lld products of these shapes ran unpinned (no split-K-free cuBLASLt algorithm, or "
+                 "cublasLtMatmulAlgoCheck refused it)",
+                 (long long)(now - unpinned));
+}
+
+/* Milliseconds of one product, the median of 5 after a warm-up (the queued ops waited for). */
+static double co_time(const struct jev_matrix *m, const float *dx, int64_t n, float *dy) {
+    double t[5];
+    ct_ops->matmul(ct_gpu, m, dx, n, dy);
+    ct_ops->sync(ct_gpu);
+    for (int r = 0; r < 5; r++) {
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        ct_ops->matmul(ct_gpu, m, dx, n, dy);
+        ct_ops->sync(ct_gpu);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t[r] = (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+    }
+    for (int i = 0; i < 5; i++) /* sort the five */
+        for (int j = i + 1; j < 5; j++)
+            if (t[j] < t[i]) {
+                double s = t[i];
+                t[i] = t[j];
+                t[j] = s;
+            }
+    return t[2];
+}
+
+/* One line of test_company_cost: the product at every row count of ns, pinned with the algorithms
+ * chosen for pin_n rows (-1: unpinned, cuBLAS's own choice); the backend's pinning restored after. */
+static void co_cost_line(const char *what, const struct jev_matrix *m, const float *dx, float *dy, int64_t pin_n) {
+    static const int64_t ns[] = {5, 16, 64, 532, 1824, 2300};
+    char label[32];
+    snprintf(label, sizeof label, pin_n < 0 ? "cuBLAS" : "pin %lld", (long long)pin_n);
+    printf("  %s %5d x %5d, ms %-8s:", what, m->rows, m->cols, label);
+    bool was = jev_cuda_gemm_set_pin(ct_gpu, pin_n >= 0);
+    int64_t was_n = jev_cuda_gemm_set_pin_n(ct_gpu, pin_n >= 0 ? pin_n : 512);
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+        printf(" n %lld %.3f", (long long)ns[i], co_time(m, dx, ns[i], dy));
+    printf("\n");
+    jev_cuda_gemm_set_pin(ct_gpu, was);
+    jev_cuda_gemm_set_pin_n(ct_gpu, was_n);
+}
+
+/* What pinning costs: the 0.8B model's product shapes (4-bit) at 5 to 2300 tokens, unpinned (cuBLAS's
+ * choice by row count, JEV_CUDA_PIN=0) and pinned with the algorithms chosen for 512 (the default) and
+ * 2048 rows, both modes. Printed; the results are the company test's business. */
+static void test_company_cost(void **state) {
+    (void)state;
+    static const int32_t shapes[][2] = {{1024, 1024}, {3584, 1024}, {1024, 3584},
+                                        {2304, 768},  {3072, 768},  {768, 3072}};
+    static const int64_t pins[] = {-1, 512, 2048};
+    for (int mode = 0; mode < 2; mode++) {
+        set_mode(mode ? JEV_PRECISION_FAST : JEV_PRECISION_EXACT);
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            const int64_t rows = shapes[s][0], cols = shapes[s][1];
+            struct mat a = mat_make(JEV_MTYPE_QAFFINE, (int32_t)rows, (int32_t)cols, 4, 64, JEV_STYPE_BF16, 90);
+            struct jev_matrix m = ct_mirror(&a.m);
+            float *x = ct_host(2300 * cols);
+            ct_fill(x, 2300 * cols, 91, 1.0f);
+            float *dx = ct_up(x, 2300 * cols), *dy = ct_up(NULL, 2300 * rows);
+            for (size_t v = 0; v < sizeof pins / sizeof pins[0]; v++)
+                co_cost_line(mode ? "fast " : "exact", &m, dx, dy, pins[v]);
+            ct_status_ok("the timed products");
+            ct_free(dx);
+            ct_free(dy);
+            free(x);
+            ct_ops->matrix_release(ct_gpu, &m);
+            mat_free(&a);
+        }
+    }
+    set_mode(JEV_PRECISION_EXACT);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mirror_stored),      cmocka_unit_test(test_mirror_unsupported),
         cmocka_unit_test(test_dequant_exact),      cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_same_as_f32), cmocka_unit_test(test_matmul_rows),
-        cmocka_unit_test(test_matmul_rows_many),
+        cmocka_unit_test(test_matmul_rows_many),   cmocka_unit_test(test_company),
+        cmocka_unit_test(test_company_cost),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }

@@ -42,6 +42,7 @@
 #include "backend/cuda/cuda-weights-int.h" // defines: JEV_CUDA_DQ_CAP, jev_cuda_dequant_rows, jev_cuda_to_bf16
 #include "backend/ops.h"                   // defines: struct jev_ops, the op argument structs
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -53,16 +54,26 @@ extern "C" {
 #define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
 
 struct jev_backend {
-    int device;                    /* CUDA device ordinal */
-    enum jev_precision precision;  /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
-    void *dq;                      /* scratch for one weight chunk's dequantized rows (f32, or bf16 in fast mode) */
-    size_t dq_bytes;               /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
-    uint16_t *xh;                  /* fast mode: matmul's activations rounded to bf16 */
-    size_t xh_bytes;               /* its size; grown like work (synchronizing) */
-    uint16_t *vh;                  /* fast mode: the vision attention's Q, K, V rounded to bf16 */
-    size_t vh_bytes;               /* its size; grown like xh */
-    cudaStream_t stream;           /* every op is queued here */
-    cublasHandle_t blas;           /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
+    int device;                   /* CUDA device ordinal */
+    enum jev_precision precision; /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
+    void *dq;                     /* scratch for one weight chunk's dequantized rows (f32, or bf16 in fast mode) */
+    size_t dq_bytes;              /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
+    uint16_t *xh;                 /* fast mode: matmul's activations rounded to bf16 */
+    size_t xh_bytes;              /* its size; grown like work (synchronizing) */
+    uint16_t *vh;                 /* fast mode: the vision attention's Q, K, V rounded to bf16 */
+    size_t vh_bytes;              /* its size; grown like xh */
+    cudaStream_t stream;          /* every op is queued here */
+    cublasHandle_t blas;          /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
+    /* the pinned products (cuda-gemm.c): one cuBLASLt algorithm per shape, whatever the row count */
+    cublasLtHandle_t lt;
+    cublasLtMatmulDesc_t lt_desc; /* CUBLAS_COMPUTE_32F, f32 scale, W transposed: every kind */
+    void *lt_ws;                  /* their workspace [lt_ws_bytes] */
+    size_t lt_ws_bytes;
+    bool pin;                  /* false: JEV_CUDA_PIN=0, every product the cuBLAS call of before */
+    int64_t pin_n;             /* the row count the algorithms are chosen for (JEV_CUDA_PIN=N, default 512) */
+    struct jev_cuda_pin *pins; /* the chosen algorithms, one per key */
+    int32_t n_pins, cap_pins;
+    int64_t unpinned;              /* products of 2+ rows that ran unpinned while pinning was on */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
     size_t stage_used;             /* bytes handed out since the op began */
     float *work;                   /* device scratch for ops that need one (gathered rows, chunk matrices) */
@@ -148,6 +159,24 @@ enum jev_status jev_cuda_matrix_upload(struct jev_backend *be, const struct jev_
 /* Frees what jev_cuda_matrix_upload allocated (after the queued ops) and zeroes *dev. */
 void jev_cuda_matrix_free(struct jev_backend *be, struct jev_matrix *dev);
 /* (jev_cuda_dequant_rows, jev_cuda_to_bf16, jev_cuda_dq_bytes: cuda-weights-int.h) */
+
+/* cuda-gemm.c: Y[n][ldy] (columns [0, m) written) = X[n][k] . W^T for W row-major [m][k] on the device,
+ * with one cuBLASLt algorithm per shape whatever n is (the file says which calls run unpinned).
+ * F32: exact (f32 FMA); BF16: W and X bf16, f32 accumulation; ROWS: f32, the candidates of matmul_rows,
+ * pinned per inner dim alone (their count changes with the batch). */
+enum jev_cuda_gemm_kind { JEV_CUDA_GEMM_F32, JEV_CUDA_GEMM_BF16, JEV_CUDA_GEMM_ROWS };
+void jev_cuda_gemm(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
+                   const void *x, int64_t n, float *y, int64_t ldy, const char *where);
+/* The cuBLASLt handle, descriptor and workspace (creation; JEV_CUDA_PIN read here), and their release. */
+enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err);
+void jev_cuda_gemm_free(struct jev_backend *be);
+/* Products of 2+ rows that ran unpinned while pinning was on (tests require 0 for the shapes they use),
+ * pinning turned on or off (JEV_CUDA_PIN's switch) and the row count the algorithms are chosen for (the
+ * table chosen again), each returning what it was: the tests' A/B timing.
+ * Declared again by tests/cuda/test-cuda-matmul.c, which cannot include this header. */
+int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be);
+bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on);
+int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 
 /* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
  * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */

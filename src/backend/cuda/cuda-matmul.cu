@@ -10,25 +10,39 @@
  *   cuBLAS's (NMSE <= 1e-7 against the CPU, tests/cuda/test-cuda-matmul.c).
  *   More tokens, exact mode: an f32 matrix is multiplied where it is; any other type is dequantized into the
  *   backend's scratch (dq) as f32 rows (the CPU's values bit for bit), in row chunks of at most
- *   JEV_CUDA_DQ_CAP, each chunk one cuBLAS sgemm (sgemv for one token) with the default math mode
- *   (no TF32): plain f32 FMAs, only the order of the sums differs from the CPU
- *   (tests/cuda/test-cuda-matmul.c: NMSE <= 1e-7). A matrix that fits the scratch in one chunk (every
- *   matrix of the 0.8B model but the 1 GB embedding / LM head) goes through the very call the f32
- *   mirror made before the weights stayed 4-bit, on the same values: the same results.
+ *   JEV_CUDA_DQ_CAP (a multiple of 8 rows when there are several), each chunk one f32 product
+ *   (cuda-gemm.c; a gemv for one token): plain f32 FMAs (CUBLAS_COMPUTE_32F, no TF32), only the order
+ *   of the sums differs from the CPU (tests/cuda/test-cuda-matmul.c: NMSE <= 1e-7). A matrix that fits
+ *   the scratch in one chunk (every matrix of the 0.8B model but the 1 GB embedding / LM head) goes
+ *   through the very call an f32 matrix of the same values does: the same results.
  *   Fast mode: the activations rounded to bf16 (xh), the weights as bf16 rows (a bf16 matrix where
- *   it is, any other type dequantized and rounded into dq), one cublasGemmEx per chunk with bf16
- *   inputs, f32 output and CUBLAS_COMPUTE_32F: tensor cores, f32 accumulation.
+ *   it is, any other type dequantized and rounded into dq), one product per chunk with bf16 inputs,
+ *   f32 output and CUBLAS_COMPUTE_32F: tensor cores, f32 accumulation.
  * - jev_cuda_matmul_rows: the LM head over candidate rows, f32 in both modes (scoring stays f32).
  *   Few tokens: one warp per candidate row dequantizes the row as it reads it and dots it with every
  *   token (the weights stream once, no copy). More tokens: the rows are dequantized into the
- *   backend's work scratch in chunks of at most GATHER_BYTES and each chunk is one sgemm.
+ *   backend's work scratch in chunks of at most GATHER_BYTES and each chunk is one f32 product.
  *
- * Row-major through column-major cuBLAS: a row-major [a][b] array is the column-major b x a
+ * Company (what a row's result depends on): every product of more tokens runs one cuBLASLt
+ * algorithm pinned per shape, without split-K, whatever the token count (cuda-gemm.c), so a token's
+ * outputs are the same bits alone or batched with any number of others, at any position
+ * (test-cuda-matmul.c's company test, memcmp; JEV_CUDA_PIN=0 brings back cuBLAS's own choice by row
+ * count, whose bits change with the batch: the test then fails). The few-token boundary stays: a
+ * non-f32 matrix's product of at most JEV_CUDA_DIRECT_MAX_N tokens (rows_dot_kernel, f32 in both
+ * modes) sums in another order than the same tokens inside a product of more (the pinned algorithm;
+ * bf16 in fast mode), so a token whose product alone has <= 4 tokens (a decode step, a scoring pass
+ * over a few positions) gets other bits than in company (measured on the H200, the company test's
+ * print: 4 tokens against the same among 5, NMSE 3e-14 to 3e-13 in exact mode, 2e-8 to 2e-5 in
+ * fast: bf16's rounding). An f32 matrix's single token is a cublasSgemv, also unpinned. Prefills
+ * and the vision tower (one image a forward) have the same token counts alone and in company.
+ *
+ * Row-major through column-major cuBLAS(Lt): a row-major [a][b] array is the column-major b x a
  * matrix (its transpose) with leading dimension b. So W (row-major [rows][cols]) is W^T
  * (cols x rows, ld cols), X ([n][cols]) is X^T (cols x n, ld cols) and Y ([n][rows]) is Y^T
  * (rows x n, ld rows). Y = X W^T  <=>  Y^T = W X^T = op_T(W^T) . X^T, hence
  *   cublasSgemm(OP_T, OP_N, m = rows, n = n, k = cols, A = W, lda = cols, B = X, ldb = cols,
  *               C = Y, ldc = rows)
+ * (cublasLtMatmul: the same operations and layouts; the batch's tokens are cuBLAS's n dimension),
  * and for one token y = W x = op_T(W^T) . x: cublasSgemv(OP_T, m = cols, n = rows, A = W, lda = cols).
  * A block of output columns [r0, r0 + nr) of Y is C = Y + r0 with ldc still the full row length.
  */
@@ -37,44 +51,29 @@
 
 #include <stdint.h>
 
-#define GATHER_BYTES ((size_t)64 << 20) /* matmul_rows: gathered rows per sgemm chunk */
+#define GATHER_BYTES ((size_t)64 << 20)         /* matmul_rows: gathered rows per product chunk */
 #define ROWS_DIRECT_MAX_N JEV_CUDA_DIRECT_MAX_N /* tokens up to which rows are read in place */
 
-/* ---- cuBLAS ---- */
+/* ---- the products (cuda-gemm.c: one pinned cuBLASLt algorithm per shape) ---- */
 
-/* cuBLAS statuses are recorded like CUDA errors: cudaErrorUnknown with the call in the where-string. */
-static void blas_check(struct jev_backend *be, cublasStatus_t st, const char *where) {
-    if (st != CUBLAS_STATUS_SUCCESS)
-        jev_cuda_check(be, cudaErrorUnknown, where);
-}
-
-/* Y[n][ldy] (columns [0, rows) written) = X[n][cols] . W^T, W device f32 row-major [rows][cols]. One token
- * is a gemv into the contiguous y[0..rows) whatever ldy is. */
+/* Y[n][ldy] (columns [0, rows) written) = X[n][cols] . W^T, W device f32 row-major [rows][cols]. */
 static void sgemm_rows(struct jev_backend *be, const float *w, int64_t rows, int64_t cols, const float *x, int64_t n,
                        float *y, int64_t ldy, const char *where) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st;
-    if (n == 1)
-        st = cublasSgemv(be->blas, CUBLAS_OP_T, (int)cols, (int)rows, &one, w, (int)cols, x, 1, &zero, y, 1);
-    else
-        st = cublasSgemm(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)cols, &one, w, (int)cols, x,
-                         (int)cols, &zero, y, (int)ldy);
-    blas_check(be, st, where);
+    jev_cuda_gemm(be, JEV_CUDA_GEMM_F32, w, rows, cols, x, n, y, ldy, where);
 }
 
 /* The same product in fast mode: W bf16 rows, X bf16 rows, Y f32, f32 accumulation on tensor cores. */
 static void gemm_bf16_rows(struct jev_backend *be, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
                            int64_t n, float *y, int64_t ldy) {
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasGemmEx(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)cols, &one, w,
-                                     CUDA_R_16BF, (int)cols, x, CUDA_R_16BF, (int)cols, &zero, y, CUDA_R_32F, (int)ldy,
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    blas_check(be, st, "cublasGemmEx bf16 (matmul, fast)");
+    jev_cuda_gemm(be, JEV_CUDA_GEMM_BF16, w, rows, cols, x, n, y, ldy, "cuBLAS bf16 product (matmul, fast)");
 }
 
 /* Rows of w per dequantized chunk of elem-byte values in the scratch (0: no scratch: not mirrored here). */
 static int64_t chunk_rows(const struct jev_backend *be, const struct jev_matrix *w, size_t elem) {
-    return jev_cuda_chunk_rows(be->dq_bytes, elem, w->rows, w->cols);
+    int64_t c = jev_cuda_chunk_rows(be->dq_bytes, elem, w->rows, w->cols);
+    /* a whole number of 16-byte output vectors, so that every chunk's y + r0 keeps the alignment the
+     * pinned algorithm was chosen for (cuda-gemm.c); a matrix that fits in one chunk is unchanged */
+    return c < w->rows && c >= 8 ? c & ~(int64_t)7 : c;
 }
 
 /* The few-token product that reads rows in place (below, with matmul_rows's). */
@@ -126,7 +125,7 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
         return;
     }
     if (w->type == JEV_MTYPE_F32) {
-        sgemm_rows(be, (const float *)w->data, w->rows, w->cols, x, n, y, w->rows, "cublasSgemm (matmul)");
+        sgemm_rows(be, (const float *)w->data, w->rows, w->cols, x, n, y, w->rows, "cuBLAS f32 product (matmul)");
         return;
     }
     int64_t chunk = chunk_rows(be, w, sizeof(float));
@@ -138,7 +137,7 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
     for (int64_t r0 = 0; r0 < w->rows; r0 += chunk) {
         int64_t nr = w->rows - r0 < chunk ? w->rows - r0 : chunk;
         jev_cuda_dequant_rows(be, w, r0, nr, be->dq, false);
-        sgemm_rows(be, (const float *)be->dq, nr, w->cols, x, n, y + r0, w->rows, "cublasSgemm (matmul)");
+        sgemm_rows(be, (const float *)be->dq, nr, w->cols, x, n, y + r0, w->rows, "cuBLAS f32 product (matmul)");
     }
 }
 
@@ -152,8 +151,8 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
  * time, so a warp reads 128 consecutive bytes of codes and one scale and bias per word. HALVES: a
  * bf16 / f16 matrix whose rows are whole 16-byte vectors: each lane takes 8 values a load, a warp 512
  * bytes (one value a lane read 64 bytes a warp, a quarter of the bandwidth: decode on a bf16
- * checkpoint ran at 147 GB/s). Otherwise lanes stride single columns through jev_cuda_wget. The values are the CPU's (s * q + b, each
- * rounded once); only the order of the dot product's sums is the kernel's own.
+ * checkpoint ran at 147 GB/s). Otherwise lanes stride single columns through jev_cuda_wget. The values are the CPU's (s
+ * * q + b, each rounded once); only the order of the dot product's sums is the kernel's own.
  */
 enum rows_form { ROWS_ANY, ROWS_WORDS, ROWS_HALVES };
 
@@ -230,8 +229,7 @@ static bool words_form(const struct jev_matrix *w) {
 
 /* Whether a bf16 / f16 matrix's rows are whole 16-byte vectors from an aligned start (HALVES form). */
 static bool halves_form(const struct jev_matrix *w) {
-    return (w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0 &&
-           (uintptr_t)w->data % 16 == 0;
+    return (w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
 /* y[t][j] for t < n <= ROWS_DIRECT_MAX_N, j < n_rows: rows ids[j] of w (ids device memory, or NULL for
@@ -282,6 +280,6 @@ void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
         int64_t nr = n_rows - r0 < chunk ? n_rows - r0 : chunk;
         gather_rows_kernel<<<(unsigned)nr, 256, 0, be->stream>>>(*w, ids + r0, buf);
         jev_cuda_check(be, cudaGetLastError(), "matmul_rows (gather)");
-        sgemm_rows(be, buf, nr, cols, x, n, y + r0, n_rows, "cublasSgemm (matmul_rows)");
+        jev_cuda_gemm(be, JEV_CUDA_GEMM_ROWS, buf, nr, cols, x, n, y + r0, n_rows, "cuBLAS f32 product (matmul_rows)");
     }
 }

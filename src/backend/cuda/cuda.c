@@ -68,6 +68,11 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
         free(be);
         return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLAS on device %d: %s", device, blas_text(bs));
     }
+    enum jev_status gs = jev_cuda_gemm_init(be, err);
+    if (gs != JEV_OK) {
+        jev_cuda_backend_free(be);
+        return gs;
+    }
     if (!(be->stage = jev_cuda_malloc(be, JEV_CUDA_STAGE_BYTES))) {
         jev_cuda_backend_free(be);
         return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: cannot allocate %zu staging bytes", device,
@@ -88,6 +93,7 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     jev_cuda_free(be, be->dq);
     jev_cuda_free(be, be->xh);
     jev_cuda_free(be, be->vh);
+    jev_cuda_gemm_free(be);
     free(be->blocks);
     if (be->blas)
         cublasDestroy(be->blas);
