@@ -6,7 +6,9 @@
  * with a slice smaller than one prefix a step encodes one; every request's
  * answers equal those of jev_decide_run alone on the same engine (within
  * 1e-6; same winners), so running several images in a step changes no
- * answer. test-serve-batch.c covers company through the server.
+ * answer. test-serve-batch.c covers company through the server. A batcher
+ * asks its engine's backend for batch-invariant products (ops.h,
+ * set_batch_invariant): a recording op table over the CPU's sees the call.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/ops.h"     // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "base/pool.h"       // defines: jev_pool_init
 #include "decide/batch.h"    // defines: jev_batcher_new, jev_batcher_add, jev_batcher_step, jev_batcher_take
 #include "decide/pipeline.h" // defines: jev_decide_run, jev_decide_result_free
 #include "tiny-model.h"      // defines: tiny_decider_open
@@ -136,7 +140,61 @@ static void test_images_fill_the_next_forward(void **state) {
     assert_int_equal(steps, N);
 }
 
+/* What the engine's backend was asked: calls of set_batch_invariant and the last value. */
+static int invariant_calls;
+static bool invariant_on;
+
+static void record_invariant(struct jev_backend *be, bool on) {
+    (void)be;
+    invariant_calls++;
+    invariant_on = on;
+}
+
+/* A batcher turns the backend's batch-invariant products on (the CPU's are so anyway; CUDA's pin their algorithms)
+ * before any request shares a forward; a single-request decider never asks. */
+static void test_batcher_asks_for_invariant_products(void **state) {
+    (void)state;
+    char dir[1024];
+    struct jev_model *model = NULL;
+    assert_int_equal(tiny_model_open("batch-invariant", 2, dir, sizeof dir, &model), 0);
+    static struct jev_ops ops;
+    ops = jev_cpu_ops;
+    ops.name = "recording";
+    ops.set_batch_invariant = record_invariant;
+    struct jev_pool *pool = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_pool_init(&pool, 2, &err), JEV_OK);
+    struct jev_backend *be = jev_cpu_backend_new(pool);
+    assert_non_null(be);
+    struct jev_engine_params ep = jev_engine_default_params();
+    struct jev_engine *engine = NULL;
+    struct jev_decider *d = NULL;
+    assert_int_equal(jev_engine_init_on(model, &ep, &ops, be, &engine), JEV_OK);
+    assert_int_equal(jev_decider_open(model, engine, &d), JEV_OK);
+    invariant_calls = 0;
+    struct jev_request r;
+    request_with_image(0, &r);
+    struct jev_decide_result alone;
+    struct jev_decide_params p = jev_decide_default_params();
+    assert_int_equal(jev_decide_run(d, &r, &p, &alone, &err), JEV_OK);
+    assert_int_equal(invariant_calls, 0);
+    struct jev_batch_params bp = {.max_running = 1, .prep_threads = 1};
+    struct jev_batcher *b = NULL;
+    assert_int_equal(jev_batcher_new(d, &bp, &b, &err), JEV_OK);
+    assert_int_equal(invariant_calls, 1);
+    assert_true(invariant_on);
+    jev_batcher_free(b);
+    jev_decide_result_free(&alone);
+    jev_request_free(&r);
+    jev_decider_close(d);
+    jev_engine_free(engine);
+    jev_cpu_backend_free(be);
+    jev_pool_free(pool);
+    jev_model_free(model);
+}
+
 int main(void) {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_images_fill_the_next_forward)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_images_fill_the_next_forward),
+                                       cmocka_unit_test(test_batcher_asks_for_invariant_products)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

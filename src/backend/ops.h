@@ -126,6 +126,12 @@ struct jev_ops {
      * its exact references on its fast engine). NULL: the backend runs exact only, and the engine
      * refuses any other mode. */
     enum jev_status (*set_precision)(struct jev_backend *be, enum jev_precision p, struct jev_error *err);
+    /* on: every product gives each row the same result whatever other rows share its batch (a
+     * request's answers then do not depend on the requests batched with it: the server's batching
+     * across requests), at a cost in speed where the backend's fastest kernels choose their sums'
+     * order by the row count. Every instance starts off. NULL: the backend's products are so always
+     * (the CPU's). */
+    void (*set_batch_invariant)(struct jev_backend *be, bool on);
 
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */

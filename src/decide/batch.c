@@ -114,6 +114,8 @@ enum jev_status jev_batcher_new(struct jev_decider *d, const struct jev_batch_pa
     }
     b->d = d;
     b->p = bp;
+    /* requests share forwards from here on: a request's answers must not depend on its company */
+    jev_engine_set_batch_invariant(d->engine, true);
     pthread_mutex_init(&b->prep_lock, NULL);
     pthread_cond_init(&b->prep_cond, NULL);
     pthread_mutex_init(&b->prep_pool_lock, NULL);

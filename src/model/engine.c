@@ -159,6 +159,11 @@ void jev_engine_free(struct jev_engine *e) {
     free(e);
 }
 
+void jev_engine_set_batch_invariant(struct jev_engine *e, bool on) {
+    if (e->ops->set_batch_invariant)
+        e->ops->set_batch_invariant(e->be, on);
+}
+
 enum jev_status jev_engine_set_precision(struct jev_engine *e, enum jev_precision p, struct jev_error *err) {
     if (p != JEV_PRECISION_EXACT && !e->ops->set_precision)
         return jev_fail(err, JEV_ERR_UNSUPPORTED, "precision \"%s\": the %s backend runs exact only; use exact",

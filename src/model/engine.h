@@ -74,6 +74,10 @@ size_t jev_engine_bytes(const struct jev_engine *e);
  * (the benchmark's never do). */
 enum jev_status jev_engine_set_precision(struct jev_engine *e, enum jev_precision p, struct jev_error *err);
 
+/* Asks the backend for products whose rows do not depend on their batch's other rows (ops.h,
+ * set_batch_invariant): the batcher across requests turns it on; single-request paths leave it off. */
+void jev_engine_set_batch_invariant(struct jev_engine *e, bool on);
+
 /* The backend's device, driver, memory and libraries (backend/registry.h), for the benchmark record. */
 void jev_engine_describe(const struct jev_engine *e, struct jev_backend_info *info);
 

@@ -26,9 +26,10 @@
  *   middle, last), for f32 (and odd-width f32), bf16 and 4-bit affine weights up to the LM's
  *   3584 x 1024, in exact and fast mode: the five rows' outputs bit-identical (memcmp); matmul_rows
  *   likewise with the candidates scattered among 250 more (the batch's union); and no product ran
- *   unpinned (cuda-gemm.c's counter). Fails with JEV_CUDA_PIN=0 (cuBLAS's own kernel choice by row
- *   count). Printed, not required: whether 4 tokens (rows read in place) give the same bits as the
- *   same tokens among 5 (the pinned product): the few-token boundary, which stays.
+ *   unpinned (cuda-gemm.c's counter). The case turns the products batch-invariant as the batcher does
+ *   (ops->set_batch_invariant: a backend starts without); fails with JEV_CUDA_PIN=0, which keeps them off
+ *   (cuBLAS's own kernel choice by row count). Printed, not required: whether 4 tokens (rows read in place) give the
+ * same bits as the same tokens among 5 (the pinned product): the few-token boundary, which stays.
  * - company cost: the 0.8B model's product shapes at 5 to 2300 tokens, pinned against cuBLAS's own
  *   choice, both modes: milliseconds printed (the A/B that JEV_CUDA_PIN=0 gives the engine).
  *
@@ -444,9 +445,12 @@ static const struct mcase co_cases[] = {
     {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
 };
 
-/* Every case in exact and fast mode, matmul and matmul_rows; none ran unpinned. */
+/* Every case in exact and fast mode, matmul and matmul_rows, with the batch-invariant products the batcher asks
+ * for (ops->set_batch_invariant; off again after); none ran unpinned. */
 static void test_company(void **state) {
     (void)state;
+    assert_non_null(ct_ops->set_batch_invariant);
+    ct_ops->set_batch_invariant(ct_gpu, true);
     int64_t unpinned = jev_cuda_gemm_unpinned(ct_gpu);
     for (int mode = 0; mode < 2; mode++) {
         set_mode(mode ? JEV_PRECISION_FAST : JEV_PRECISION_EXACT);
@@ -465,6 +469,7 @@ static void test_company(void **state) {
         }
     }
     set_mode(JEV_PRECISION_EXACT);
+    ct_ops->set_batch_invariant(ct_gpu, false);
     int64_t now = jev_cuda_gemm_unpinned(ct_gpu);
     if (now != unpinned)
         fail_msg("%lld products of these shapes ran unpinned (no split-K-free cuBLASLt algorithm, or "

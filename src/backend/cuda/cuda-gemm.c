@@ -21,8 +21,14 @@
  * 3584 at 532 rows 0.226 / 0.326 / 0.130, at 16 rows 0.131 / 0.315 / 0.051, at 2300 rows 0.524 /
  * 0.616 / 0.375; 768 x 3072 at 1824 rows 0.290 / 0.273 / 0.209). Fast mode's bf16 tensor-core kernels
  * stay within about 20 us of cuBLAS's choice. Exact mode is slower than before: over the six shapes,
- * 0.96-1.5x at 1824-2300 rows, 1.06-1.74x at 532, 2-4x at 5-64. JEV_CUDA_PIN=N chooses for N rows
- * instead, JEV_CUDA_PIN=0 turns the pinning off (every product as before: the A/B measurement).
+ * 0.96-1.5x at 1824-2300 rows, 1.06-1.74x at 532, 2-4x at 5-64; the whole benchmark (H200, exact, medians
+ * of 3): shared 1 decision 78.7 ms unpinned, 100.2 pinned, 64 decisions 299.3 and 390.3.
+ *
+ * When: only where rows of several requests share products, i.e. once the batcher across requests
+ * starts (ops->set_batch_invariant, jev_cuda_gemm_batch_invariant); a single request's forwards have no
+ * company and keep cuBLAS's fastest choice. JEV_CUDA_PIN in the environment overrides both ways for the
+ * process: 0 never pins (the A/B measurement), 1 always pins, N >= 2 always pins with algorithms chosen
+ * for N rows.
  *
  * Not pinned (the cuBLAS call of before, cublasSgemm / cublasSgemv / cublasGemmEx, whose kernel may
  * change with the row count): one row in exact mode (a gemv: decode over an f32 matrix); a shape for
@@ -74,8 +80,10 @@ static bool lt_ok(struct jev_backend *be, cublasStatus_t st, const char *where) 
 /* ---- lifetime ---- */
 
 enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err) {
+    /* unset: off until the batcher asks (set_batch_invariant); set: the environment decides, whoever asks */
     const char *pin = getenv("JEV_CUDA_PIN");
-    long pn = pin && *pin ? strtol(pin, NULL, 10) : 1;
+    be->pin_forced = pin && *pin;
+    long pn = be->pin_forced ? strtol(pin, NULL, 10) : 0;
     be->pin = pn != 0;
     be->pin_n = pn >= 2 && pn <= (1L << 20) ? pn : PIN_N;
     if (cublasLtCreate(&be->lt) != CUBLAS_STATUS_SUCCESS)
@@ -116,6 +124,11 @@ int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n) {
         be->n_pins = 0; /* chosen again on next use */
     be->pin_n = n;
     return was;
+}
+
+void jev_cuda_gemm_batch_invariant(struct jev_backend *be, bool on) {
+    if (!be->pin_forced)
+        be->pin = on;
 }
 
 bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on) {

@@ -69,7 +69,8 @@ struct jev_backend {
     cublasLtMatmulDesc_t lt_desc; /* CUBLAS_COMPUTE_32F, f32 scale, W transposed: every kind */
     void *lt_ws;                  /* their workspace [lt_ws_bytes] */
     size_t lt_ws_bytes;
-    bool pin;                  /* false: JEV_CUDA_PIN=0, every product the cuBLAS call of before */
+    bool pin_forced;           /* JEV_CUDA_PIN is set: it, not set_batch_invariant, decides pin */
+    bool pin;                  /* false: every product the cuBLAS call of before (cuda-gemm.c says when) */
     int64_t pin_n;             /* the row count the algorithms are chosen for (JEV_CUDA_PIN=N, default 512) */
     struct jev_cuda_pin *pins; /* the chosen algorithms, one per key */
     int32_t n_pins, cap_pins;
@@ -176,6 +177,8 @@ void jev_cuda_gemm_free(struct jev_backend *be);
  * Declared again by tests/cuda/test-cuda-matmul.c, which cannot include this header. */
 int64_t jev_cuda_gemm_unpinned(const struct jev_backend *be);
 bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on);
+/* ops->set_batch_invariant: pinning on or off, unless JEV_CUDA_PIN set it for the process. */
+void jev_cuda_gemm_batch_invariant(struct jev_backend *be, bool on);
 int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 
 /* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a

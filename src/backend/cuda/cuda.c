@@ -327,6 +327,7 @@ const struct jev_ops jev_cuda_ops = {
     .status = cuda_status,
     .memory = cuda_memory,
     .set_precision = cuda_set_precision,
+    .set_batch_invariant = jev_cuda_gemm_batch_invariant,
     .matmul = jev_cuda_matmul,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
