@@ -37,7 +37,7 @@ WARN     := -Wall -Wextra -Wpedantic -Wshadow -Wstrict-prototypes -Wmissing-prot
 CFLAGS   += -std=c11 -D_GNU_SOURCE -g $(OPT) $(WARN) $(SANITIZE) -pthread -fPIC -fvisibility=hidden \
             -Iinclude -Isrc -I.
 LDFLAGS  += $(SANITIZE) -pthread
-LIBS     := -ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm
+LIBS     := -ljansson -lturbojpeg -ljpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm
 # PORTABLE=1: a binary for the GPU machine (another distribution): every
 # library static except libspng (Debian ships no .a), which is carried
 # beside the binary and found through $ORIGIN.

@@ -12,7 +12,7 @@ out=build-fuzz
 mkdir -p "$out/obj"
 san="-fsanitize=address,undefined -fno-sanitize-recover=all"
 cflags="-std=c11 -D_GNU_SOURCE -g -O1 $san -Iinclude -Isrc -I. -pthread -DJEV_FUZZING"
-libs="-ljansson -lturbojpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm"
+libs="-ljansson -lturbojpeg -ljpeg -lspng -lpcre2-8 -lutf8proc -lcurl -lcrypto -lopenblas -lm"
 echo "fuzz: building the library"
 # an object is rebuilt when its source is newer; a changed header (a struct's layout) rebuilds them all
 if [ -f "$out/libjev-fuzz.a" ] && [ -n "$(find src common include -name '*.h' -newer "$out/libjev-fuzz.a" | head -1)" ]; then

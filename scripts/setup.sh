@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libspng-dev libpcre2-dev
+PKGS="build-essential pkg-config libjansson-dev libturbojpeg0-dev libjpeg62-turbo-dev libspng-dev libpcre2-dev
 libutf8proc-dev libcurl4-openssl-dev libssl-dev libcmocka-dev
 libopenblas-dev clang libclang-rt-14-dev nginx wrk systemd"
 # off x86-64 (an aarch64 machine) the CPU kernels compile through SIMDe (src/backend/cpu/cpu-simd.h)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -229,19 +230,10 @@ static void test_resize_vs_double_reference(void **state) {
 
 /* ---- patches ---- */
 
-static void test_patch_layout_and_normalisation(void **state) {
-    (void)state;
-    struct jev_preprocess_config c = jev_preprocess_config_qwen35();
-    const int H = 64, W = 96, P = 16, T = 2, M = 2, gh = H / P, gw = W / P;
-    uint8_t *rgb = pattern(W, H, 7);
-    rgb[0] = 0;
-    rgb[1] = 255;
-    rgb[2] = 128;
-    size_t dim = 3 * T * P * P;
-    float *px = malloc((size_t)gh * (size_t)gw * dim * sizeof(float));
-    jev_vision_patchify(&c, rgb, H, W, px);
-    /* the processor's reshape [C, gh/M, M, P, gw/M, M, P] -> permute to [gh/M, gw/M, M, M, C, T, P, P], read
-     * sequentially as nested loops (T copies the frame) */
+/* The processor's reshape [C, gh/M, M, P, gw/M, M, P] -> permute to [gh/M, gw/M, M, M, C, T, P, P], read
+ * sequentially as nested loops (T copies the frame), against px. */
+static void check_patches(const uint8_t *rgb, int H, int W, const float *px, const char *what) {
+    const int P = 16, T = 2, M = 2, gh = H / P, gw = W / P;
     size_t k = 0;
     for (int bh = 0; bh < gh / M; bh++)
         for (int bw = 0; bw < gw / M; bw++)
@@ -254,15 +246,76 @@ static void test_patch_layout_and_normalisation(void **state) {
                                     int row = (bh * M + ir) * P + y, col = (bw * M + ic) * P + x;
                                     float v = (float)rgb[((size_t)row * W + (size_t)col) * 3 + (size_t)ch];
                                     float want = (v - 127.5f) / 127.5f;
-                                    if (px[k] != want)
-                                        fail_msg("element %zu: %g, want %g", k, (double)px[k], (double)want);
+                                    if (memcmp(&px[k], &want, sizeof want) != 0)
+                                        fail_msg("%s: element %zu: %g, want %g", what, k, (double)px[k], (double)want);
                                 }
-    assert_true(px[0] == -1.0f);            /* channel 0 of pixel (0,0) = 0 */
-    assert_true(px[256] == -1.0f);          /* its second frame */
-    assert_true(px[512] == 1.0f);           /* channel 1 = 255 */
-    assert_true(px[1024] == 0.5f / 127.5f); /* channel 2 = 128 */
-    free(px);
-    free(rgb);
+}
+
+static void test_patch_layout_and_normalisation(void **state) {
+    (void)state;
+    struct jev_preprocess_config c = jev_preprocess_config_qwen35();
+    /* landscape and portrait, one block, one block row or column, the benchmark photo's 608 x 768 */
+    const int sizes[][2] = {{64, 96}, {96, 64}, {32, 32}, {32, 160}, {160, 32}, {608, 768}, {768, 608}};
+    const int threads[] = {1, 2, 3, 7};
+    const size_t dim = 3 * 2 * 16 * 16;
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        const int H = sizes[s][0], W = sizes[s][1];
+        uint8_t *rgb = pattern(W, H, 7 + (unsigned)s);
+        rgb[0] = 0;
+        rgb[1] = 255;
+        rgb[2] = 128;
+        size_t n = (size_t)(H / 16) * (size_t)(W / 16) * dim;
+        float *px = malloc(n * sizeof(float));
+        char what[64];
+        snprintf(what, sizeof what, "%dx%d, one thread", W, H);
+        jev_vision_patchify(&c, rgb, H, W, px);
+        check_patches(rgb, H, W, px, what);
+        assert_true(px[0] == -1.0f);            /* channel 0 of pixel (0,0) = 0 */
+        assert_true(px[256] == -1.0f);          /* its second frame */
+        assert_true(px[512] == 1.0f);           /* channel 1 = 255 */
+        assert_true(px[1024] == 0.5f / 127.5f); /* channel 2 = 128 */
+        /* on a pool (one grid row of patches a task): every element written, the same bytes */
+        for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+            struct jev_pool *pool = NULL;
+            struct jev_error err = {0};
+            assert_int_equal(jev_pool_init(&pool, threads[t], &err), JEV_OK);
+            memset(px, 0xFF, n * sizeof(float)); /* NaN where a task would leave an element unwritten */
+            jev_vision_patchify_on(&c, rgb, H, W, px, pool);
+            snprintf(what, sizeof what, "%dx%d, %d threads", W, H, threads[t]);
+            check_patches(rgb, H, W, px, what);
+            jev_pool_free(pool);
+        }
+        free(px);
+        free(rgb);
+    }
+}
+
+/* The whole preprocess on a pool (resize and patchify spread over it) gives the one-thread bytes, on
+ * images in both orientations and sizes that go up, down or stay. */
+static void test_preprocess_pool_matches_one_thread(void **state) {
+    (void)state;
+    struct jev_preprocess_config c = jev_preprocess_config_qwen35();
+    const int sizes[][2] = {{1546, 1213}, {1213, 1546}, {300, 200}, {200, 300}, {640, 640}, {97, 1001}};
+    struct jev_pool *pool = NULL;
+    struct jev_error err = {0};
+    assert_int_equal(jev_pool_init(&pool, 3, &err), JEV_OK);
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        struct jev_image img = {.width = sizes[s][0], .height = sizes[s][1]};
+        img.rgb = pattern(img.width, img.height, 11 + (unsigned)s);
+        struct jev_preprocess_params p = {.bound = 768, .max_patches = 0};
+        struct jev_vision_input one, on;
+        assert_int_equal(jev_vision_preprocess(&c, &img, &p, NULL, &one, &err), JEV_OK);
+        assert_int_equal(jev_vision_preprocess(&c, &img, &p, pool, &on, &err), JEV_OK);
+        size_t n = (size_t)one.size.n_patches * (size_t)one.size.patch_dim;
+        assert_int_equal(one.size.n_patches, on.size.n_patches);
+        assert_memory_equal(one.resized, on.resized, (size_t)one.size.height * (size_t)one.size.width * 3);
+        assert_memory_equal(one.pixels, on.pixels, n * sizeof(float));
+        check_patches(one.resized, one.size.height, one.size.width, on.pixels, "preprocess");
+        jev_vision_input_free(&one);
+        jev_vision_input_free(&on);
+        free(img.rgb);
+    }
+    jev_pool_free(pool);
 }
 
 static void test_preprocess_dog(void **state) {
@@ -401,6 +454,7 @@ int main(void) {
         cmocka_unit_test(test_resize_constant_and_identity),
         cmocka_unit_test(test_resize_vs_double_reference),
         cmocka_unit_test(test_patch_layout_and_normalisation),
+        cmocka_unit_test(test_preprocess_pool_matches_one_thread),
         cmocka_unit_test(test_preprocess_dog),
         cmocka_unit_test(test_config_parse),
         cmocka_unit_test(test_mrope_spec_example),

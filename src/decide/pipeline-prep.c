@@ -221,7 +221,12 @@ static enum jev_status image_decode(struct dc_req *q) {
     struct jev_decider *d = q->d;
     const struct jev_image_input *in = &q->r->image;
     double t0 = jev_now_ms();
+    /* a planner has no engine and so no pool, and a detached preparation may not use the engine's (the
+     * engine's thread does): it decodes and resizes on the pool it was given, or on the calling thread (the
+     * same pixels either way) */
+    struct jev_pool *pool = q->detached ? q->prep_pool : d->engine ? d->engine->pool : NULL;
     struct jev_image_params ip = jev_image_default_params();
+    ip.pool = pool;
     enum jev_status s;
     if (in->bytes)
         s = jev_image_decode(in->bytes, in->n_bytes, in->asset_key ? in->asset_key : "image", &ip, &q->img, q->err);
@@ -233,11 +238,7 @@ static enum jev_status image_decode(struct dc_req *q) {
         return s;
     struct jev_preprocess_params pp = {.bound = d->image_max_side, .max_patches = d->max_patches};
     jev_vision_input_free(&q->vin);
-    /* a planner has no engine and so no pool, and a detached preparation may not use the engine's (the
-     * engine's thread does): it resizes on the pool it was given, or on the calling thread (the same
-     * pixels either way) */
-    s = jev_vision_preprocess(&d->pre, &q->img, &pp, q->detached ? q->prep_pool : d->engine ? d->engine->pool : NULL,
-                              &q->vin, q->err);
+    s = jev_vision_preprocess(&d->pre, &q->img, &pp, pool, &q->vin, q->err);
     struct jev_decide_stats *st = &q->res->stats;
     st->image_width = q->img.width;
     st->image_height = q->img.height;

@@ -18,6 +18,8 @@
 #include <spng.h>
 #include <turbojpeg.h>
 
+#include "io/image-int.h" // defines: jev_jpeg_decode_strips
+
 /* ---- limits ---- */
 
 struct jev_image_params jev_image_default_params(void) {
@@ -217,10 +219,13 @@ static enum jev_status decode_jpeg(const uint8_t *data, size_t size, const char 
         st = jev_fail(err, JEV_ERR_NOMEM, "%s: JPEG: out of memory for %dx%d pixels", name, w, h);
         goto done;
     }
-    /* ACCURATEDCT: the integer "islow" IDCT (libjpeg's default, what PIL decodes with; TurboJPEG's own default
-     * is implementation-defined). Fancy upsampling stays on (no FASTUPSAMPLE). LIMITSCANS refuses progressive
-     * files with an absurd number of scans (a known CPU-exhaustion attack). */
-    if (tjDecompress2(tj, data, (unsigned long)size, out->rgb, w, 0, h, TJPF_RGB,
+    /* On a pool, a single-scan file is decoded in strips (image-jpeg-strips.c: the same bytes); anything else,
+     * and any strip that meets a warning or an error, comes here. ACCURATEDCT: the integer "islow" IDCT
+     * (libjpeg's default, what PIL decodes with; TurboJPEG's own default is implementation-defined). Fancy
+     * upsampling stays on (no FASTUPSAMPLE). LIMITSCANS refuses progressive files with an absurd number of
+     * scans (a known CPU-exhaustion attack). */
+    if (!jev_jpeg_decode_strips(data, size, w, h, out->rgb, p->pool) &&
+        tjDecompress2(tj, data, (unsigned long)size, out->rgb, w, 0, h, TJPF_RGB,
                       TJFLAG_ACCURATEDCT | TJFLAG_LIMITSCANS) != 0) {
         const char *msg = tjGetErrorStr2(tj);
         if (tjGetErrorCode(tj) == TJERR_FATAL) {

@@ -38,6 +38,8 @@
 
 #include "base/error.h" // defines: struct jev_error
 
+struct jev_pool;
+
 #define JEV_IMAGE_MAX_FILE_BYTES ((size_t)32 << 20) /* default file size limit: 32 MiB */
 #define JEV_IMAGE_MAX_PIXELS ((int64_t)64 << 20)    /* default pixel count limit: 64 Mpx */
 #define JEV_IMAGE_MAX_SIDE 16384                    /* default limit on width and on height */
@@ -55,6 +57,8 @@ struct jev_image_params {
     int64_t max_pixels;          /* refuse width*height above this; 0 = JEV_IMAGE_MAX_PIXELS */
     int32_t max_side;            /* refuse a width or height above this; 0 = JEV_IMAGE_MAX_SIDE */
     bool apply_exif_orientation; /* rotate/flip by the EXIF Orientation tag (JPEG APP1, PNG eXIf) */
+    struct jev_pool *pool;       /* NULL: one thread; else a single-scan JPEG is decoded in strips on it
+                                    (the same bytes; the pool must not be running anything else) */
 };
 
 /* The defaults: the limits above, EXIF orientation off. */

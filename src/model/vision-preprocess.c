@@ -481,11 +481,47 @@ done:
 
 /* ---- rescale, normalise, patches ---- */
 
-void jev_vision_patchify(const struct jev_preprocess_config *cfg, const uint8_t *rgb, int32_t H, int32_t W,
-                         float *pixels) {
+/* One row of patches (grid row `row`, every column) of the patchify: the tasks write disjoint rows of
+ * pixel_values, each element the same table value whichever thread writes it. */
+struct patch_job {
+    const uint8_t *rgb;      /* [H][W][3] the resized image */
+    float *pixels;           /* [n_patches][dim] */
+    int32_t W, P, T, M;      /* image width, patch, temporal patch, merge */
+    int32_t bw;              /* merge blocks per grid row */
+    size_t dim;              /* 3 * T * P * P */
+    const float (*lut)[256]; /* [3][256] every uint8 value of every channel, normalised */
+};
+
+static void patch_row(void *arg, int64_t row, int thread) {
+    (void)thread;
+    const struct patch_job *j = arg;
+    const int32_t P = j->P, T = j->T, M = j->M;
+    const size_t plane = (size_t)P * (size_t)P, frames = (size_t)T * plane;
+    const int32_t br = (int32_t)row / M, ir = (int32_t)row % M;
+    for (int32_t col = 0; col < j->bw * M; col++) {
+        /* block-major: 2x2 (merge x merge) blocks in row-major order, patches inside a block row-major */
+        const int32_t bc = col / M, ic = col % M;
+        const int64_t p = (((int64_t)br * j->bw + bc) * M + ir) * M + ic;
+        float *o = j->pixels + (size_t)p * j->dim;
+        for (int32_t y = 0; y < P; y++) {
+            const uint8_t *src = j->rgb + ((size_t)((int64_t)row * P + y) * (size_t)j->W + (size_t)col * (size_t)P) * 3;
+            float *d = o + (size_t)y * (size_t)P;
+            /* the three channels in one walk over the row's interleaved bytes; element c*T*P*P + y*P + x */
+            for (int32_t x = 0; x < P; x++) {
+                d[x] = j->lut[0][src[3 * x]];
+                d[frames + (size_t)x] = j->lut[1][src[3 * x + 1]];
+                d[2 * frames + (size_t)x] = j->lut[2][src[3 * x + 2]];
+            }
+            for (int c = 0; c < 3; c++) /* the still image is every frame */
+                for (int32_t t = 1; t < T; t++)
+                    memcpy(d + (size_t)c * frames + (size_t)t * plane, d + (size_t)c * frames, (size_t)P * sizeof *d);
+        }
+    }
+}
+
+void jev_vision_patchify_on(const struct jev_preprocess_config *cfg, const uint8_t *rgb, int32_t H, int32_t W,
+                            float *pixels, struct jev_pool *pool) {
     const int32_t P = cfg->patch, T = cfg->temporal_patch, M = cfg->merge;
-    const int32_t gh = H / P, gw = W / P, bw = gw / M;
-    const size_t dim = (size_t)3 * (size_t)T * (size_t)P * (size_t)P;
     /* The fused constants of TorchvisionBackend._fuse_mean_std_and_rescale_factor: torch.tensor(mean) is f32,
      * times the Python float 1/rescale_factor, which the CPU kernel casts to f32. */
     float mean[3], stdv[3], scale = (float)cfg->rescale_factor;
@@ -507,21 +543,23 @@ void jev_vision_patchify(const struct jev_preprocess_config *cfg, const uint8_t 
                 x = x * scale;
             lut[c][v] = x;
         }
-    for (int32_t p = 0; p < gh * gw; p++) {
-        /* block-major: 2x2 (merge x merge) blocks in row-major order, patches inside a block row-major */
-        int32_t ic = p % M, ir = (p / M) % M, bc = (p / (M * M)) % bw, br = p / (M * M * bw);
-        int32_t row = br * M + ir, col = bc * M + ic;
-        float *o = pixels + (size_t)p * dim;
-        for (int c = 0; c < 3; c++)
-            for (int32_t y = 0; y < P; y++) {
-                const uint8_t *src = rgb + ((size_t)(row * P + y) * (size_t)W + (size_t)(col * P)) * 3 + c;
-                float *dst0 = o + ((size_t)c * (size_t)T * (size_t)P + (size_t)y) * (size_t)P;
-                for (int32_t x = 0; x < P; x++)
-                    dst0[x] = lut[c][src[x * 3]];
-                for (int32_t t = 1; t < T; t++) /* the still image is every frame */
-                    memcpy(dst0 + (size_t)t * (size_t)P * (size_t)P, dst0, (size_t)P * sizeof *dst0);
-            }
-    }
+    struct patch_job j = {.rgb = rgb,
+                          .pixels = pixels,
+                          .W = W,
+                          .P = P,
+                          .T = T,
+                          .M = M,
+                          .bw = W / P / M,
+                          .dim = (size_t)3 * (size_t)T * (size_t)P * (size_t)P,
+                          .lut = (const float(*)[256])lut};
+    /* one task per grid row: 38 for the benchmark photo, 11 MB of f32 written (and first touched) spread
+     * over the pool's threads instead of the caller's alone */
+    jev_pool_run(pool, H / P, patch_row, &j);
+}
+
+void jev_vision_patchify(const struct jev_preprocess_config *cfg, const uint8_t *rgb, int32_t H, int32_t W,
+                         float *pixels) {
+    jev_vision_patchify_on(cfg, rgb, H, W, pixels, NULL);
 }
 
 enum jev_status jev_vision_preprocess(const struct jev_preprocess_config *cfg, const struct jev_image *img,
@@ -548,7 +586,7 @@ enum jev_status jev_vision_preprocess(const struct jev_preprocess_config *cfg, c
         jev_vision_input_free(out);
         return st;
     }
-    jev_vision_patchify(cfg, out->resized, sz.height, sz.width, out->pixels);
+    jev_vision_patchify_on(cfg, out->resized, sz.height, sz.width, out->pixels, pool);
     out->size = sz;
     return JEV_OK;
 }

@@ -125,6 +125,9 @@ enum jev_status jev_vision_preprocess(const struct jev_preprocess_config *cfg, c
 /* Steps 3-4 alone, from an already resized RGB8 image (H and W multiples of patch*merge). */
 void jev_vision_patchify(const struct jev_preprocess_config *cfg, const uint8_t *rgb, int32_t H, int32_t W,
                          float *pixels);
+/* The same, one grid row of patches per task on pool (NULL: the calling thread); the same bytes. */
+void jev_vision_patchify_on(const struct jev_preprocess_config *cfg, const uint8_t *rgb, int32_t H, int32_t W,
+                            float *pixels, struct jev_pool *pool);
 
 void jev_vision_input_free(struct jev_vision_input *in);
 
