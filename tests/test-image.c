@@ -373,6 +373,32 @@ static void test_jpeg_rgb_and_grey(void **state) {
     free(jpg);
 }
 
+/* A corrupt JPEG on which TurboJPEG 2.1 stops at an error after a warning and reports the warning (found by
+ * fuzz-image): it is accepted, and the rows it never wrote are zero, not what the heap held before. Two decodes
+ * with the heap's freed block filled with different bytes first must give the same pixels. */
+static void test_jpeg_unwritten_rows_are_zero(void **state) {
+    (void)state;
+    size_t n;
+    uint8_t *jpg = read_file("tests/data/jpeg-stops-after-warning.jpg", &n);
+    struct jev_image img[2];
+    for (int k = 0; k < 2; k++) {
+        uint8_t *dirt = malloc(1 << 12); /* the block the decoder's pixels will likely reuse */
+        assert_non_null(dirt);
+        memset(dirt, k ? 0x55 : 0xAA, 1 << 12);
+        free(dirt);
+        struct jev_error err = {0};
+        enum jev_status st = jev_image_decode(jpg, n, "stops.jpg", NULL, &img[k], &err);
+        if (st != JEV_OK)
+            fail_msg("stops.jpg: %s", err.msg);
+    }
+    assert_int_equal(img[0].width, img[1].width);
+    assert_int_equal(img[0].height, img[1].height);
+    assert_memory_equal(img[0].rgb, img[1].rgb, (size_t)img[0].width * (size_t)img[0].height * 3);
+    jev_image_free(&img[0]);
+    jev_image_free(&img[1]);
+    free(jpg);
+}
+
 static void test_jpeg_errors(void **state) {
     (void)state;
     unsigned long n = 0;
@@ -524,6 +550,7 @@ int main(void) {
         cmocka_unit_test(test_exif_parse_and_apply),
         cmocka_unit_test(test_jpeg_rgb_and_grey),
         cmocka_unit_test(test_jpeg_errors),
+        cmocka_unit_test(test_jpeg_unwritten_rows_are_zero),
         cmocka_unit_test(test_png_errors),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_dog_photo),

@@ -214,7 +214,10 @@ static enum jev_status decode_jpeg(const uint8_t *data, size_t size, const char 
     }
     if ((st = check_size(name, "JPEG", w, h, p, err)) != JEV_OK)
         goto done;
-    out->rgb = malloc((size_t)w * (size_t)h * 3);
+    /* zeroed: on some corrupt files TurboJPEG 2.1 stops at an error after a warning and reports the warning, so
+     * rows it never wrote would show whatever the heap held (found by fuzz-image; two decodes of one file
+     * differed). A buffer this size comes from fresh zero pages, so calloc costs no pass over it. */
+    out->rgb = calloc((size_t)w * (size_t)h, 3);
     if (!out->rgb) {
         st = jev_fail(err, JEV_ERR_NOMEM, "%s: JPEG: out of memory for %dx%d pixels", name, w, h);
         goto done;
