@@ -16,6 +16,8 @@
  *   `agree` with a planted jev fails on a CPU/CUDA disagreement and on a failed jev verify;
  *   `fast` fails when fast is far from exact or its bench record's peak device memory is over
  *   1.5 GB, and so does `bench` on its record.
+ * - kernel-profile.sh's summary of a planted ncu's CSV (units, separators, names, the program's own
+ *   output before ncu's header).
  *   What stays unchecked here: the GPU itself (unpack's nvidia-smi, the real binaries).
  *
  * Not here: tests/run.sh (tests/test-runner.c), the deploy files (tests/test-deploy.c).
@@ -399,12 +401,60 @@ static void test_cuda_check_fast_step(void **state) {
     free(r.out);
 }
 
+/* scripts/device/kernel-profile.sh's summary from a planted ncu: the program's own output before ncu's CSV header
+ * is skipped, times in ns / us / ms (with thousands separators) are summed by kernel name (templates and
+ * arguments cut), and the table lists calls, ms and shares. */
+static void test_kernel_profile_summary(void **state) {
+    (void)state;
+    char p[PATH_MAX + 64];
+    const char *h = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
+                    "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
+                    "\"Metric Value\"";
+    char body[2048];
+    snprintf(
+        body, sizeof body,
+        "echo '==PROF== Connected to process 1'\n"
+        "echo 'question         type    answer'\n"
+        "echo '%s'\n"
+        "row() { echo \"\\\"$1\\\",\\\"1\\\",\\\"jev\\\",\\\"h\\\",\\\"$2\\\",\\\"1\\\",\\\"7\\\",\\\"(256, 1, 1)\\\","
+        "\\\"(9, 16, 1)\\\",\\\"0\\\",\\\"9.0\\\",\\\"Command line profiler metrics\\\","
+        "\\\"gpu__time_duration.sum\\\",\\\"$3\\\",\\\"$4\\\"\"; }\n"
+        "row 0 'void chunk_prepare(chunk_args)' us 76.40\n"
+        "row 1 'void chunk_prepare(chunk_args)' ns '23,600'\n"
+        "row 2 'sm80_xmma_gemm_f32f32(int)' ms 1.5\n",
+        h);
+    script(p, sizeof p, "kprof/ncu", body);
+    char work[PATH_MAX + 64], out[PATH_MAX + 80], ncu[PATH_MAX + 80];
+    snprintf(work, sizeof work, "WORK=%s/kprof", base);
+    snprintf(out, sizeof out, "OUT=%s/kprof/out", base);
+    snprintf(ncu, sizeof ncu, "NCU=%s/kprof/ncu", base);
+    const char *env[] = {work, out, ncu, NULL};
+    const char *argv[] = {"bash", "scripts/device/kernel-profile.sh", "1", "exact", NULL};
+    struct cmd_result r = cmd_run(argv, root, env, -1, -1, 60);
+    cmd_print("kernel-profile.sh 1 exact", &r);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/kprof/out/kernels-exact.txt", base);
+    char *txt = cmd_slurp(path);
+    assert_non_null(txt);
+    assert_non_null(strstr(txt, "3 launches, 1.60 ms of device time"));
+    regex_t re;
+    assert_int_equal(regcomp(&re, "\nchunk_prepare +2 +0\\.100 +6\\.2% +50\\.0\n", REG_EXTENDED), 0);
+    if (regexec(&re, txt, 0, NULL, 0) != 0)
+        fail_msg("no chunk_prepare row (2 calls, 0.100 ms) in:\n%s", txt);
+    regfree(&re);
+    assert_non_null(strstr(txt, "\nsm80_xmma_gemm_f32f32 "));
+    free(txt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_setup_before_compiling), cmocka_unit_test(test_setup_before_running),
         cmocka_unit_test(test_named_scripts_exist),    cmocka_unit_test(test_cuda_check_syntax),
         cmocka_unit_test(test_cuda_check_tests_step),  cmocka_unit_test(test_cuda_check_sanitize_step),
         cmocka_unit_test(test_cuda_check_agree_step),  cmocka_unit_test(test_cuda_check_fast_step),
+        cmocka_unit_test(test_kernel_profile_summary),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
