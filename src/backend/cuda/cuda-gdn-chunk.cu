@@ -434,9 +434,14 @@ bool jev_cuda_gdn_chunk_fits(const struct jev_backend *be, const struct jev_gdn_
            output_shared_floats(*s) * sizeof(float) <= most;
 }
 
-static void set_shared(struct jev_backend *be, const void *kernel, size_t bytes) {
+/* Allows kernel `bytes` of dynamic shared memory, once per backend and size: the attribute is a maximum, so
+ * only a larger shape (a call in the hot path otherwise: every DeltaNet layer of every prefill) sets it again. */
+static void set_shared(struct jev_backend *be, int which, const void *kernel, size_t bytes) {
+    if (bytes <= be->gdn_chunk_shared[which])
+        return;
     jev_cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
                    "gdn_rule shared memory");
+    be->gdn_chunk_shared[which] = bytes;
 }
 
 /* Queues the three kernels over one group: jobs[n_jobs] chunks, segs[n_segs] segments. */
@@ -480,9 +485,9 @@ void jev_cuda_gdn_rule_chunked(struct jev_backend *be, const struct jev_gdn_shap
         free(segs);
         return;
     }
-    set_shared(be, (const void *)chunk_prepare, prepare_shared_floats(*s) * sizeof(float));
-    set_shared(be, (const void *)chunk_propagate, propagate_shared_floats(*s) * sizeof(float));
-    set_shared(be, (const void *)chunk_output, output_shared_floats(*s) * sizeof(float));
+    set_shared(be, 0, (const void *)chunk_prepare, prepare_shared_floats(*s) * sizeof(float));
+    set_shared(be, 1, (const void *)chunk_propagate, propagate_shared_floats(*s) * sizeof(float));
+    set_shared(be, 2, (const void *)chunk_output, output_shared_floats(*s) * sizeof(float));
     int32_t r = 0, next = 0; /* the next chunk to queue: run r's chunk number next */
     while (r < n) {
         int32_t n_jobs = 0, n_segs = 0;

@@ -237,9 +237,8 @@ template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_
     }
 }
 
-#define CHUNK_MIN_ROWS                                                                                                 \
-    64 /* shorter chunked-form runs take the recurrence: 64 dependent steps beat a chunk's set-up                      \
-        */
+/* Shorter chunked-form runs take the recurrence: 64 dependent steps beat a chunk's set-up. */
+#define CHUNK_MIN_ROWS 64
 
 /* Records a launch error (the ops cannot fail); dk above the kernels' register budget is a sizing bug. */
 void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, const float *u, const float *g,

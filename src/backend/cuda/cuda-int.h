@@ -85,6 +85,8 @@ struct jev_backend {
     size_t shared_optin;           /* shared memory one block may opt in to (cudaDeviceProp) */
     bool debug_sync;               /* JEV_CUDA_SYNC=1: wait after every launch, so that a fault names its op */
     int n_sm;                      /* multiprocessors, for grid sizing */
+    size_t gdn_chunk_shared[3];    /* dynamic shared memory the chunked delta rule's kernels were allowed
+                                      (cuda-gdn-chunk.cu) */
     /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */
     int64_t mem_now, mem_peak;
     struct jev_cuda_block *blocks;
