@@ -448,13 +448,62 @@ static void test_kernel_profile_summary(void **state) {
     free(txt);
 }
 
+/* DETAIL=1: ncu's rows come one per (launch, metric); the summary weighs each launch's DRAM and SM
+ * throughput by its time (chunk_prepare: (80 * 0.3 + 20 * 0.1) / 0.4 = 65 % DRAM), and a kernel
+ * without them shows dashes. */
+static void test_kernel_profile_detail(void **state) {
+    (void)state;
+    char p[PATH_MAX + 64];
+    const char *h = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
+                    "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
+                    "\"Metric Value\"";
+    char body[2048];
+    snprintf(body, sizeof body,
+             "echo '%s'\n"
+             "row() { echo \"\\\"$1\\\",\\\"1\\\",\\\"jev\\\",\\\"h\\\",\\\"$2\\\",\\\"1\\\",\\\"7\\\","
+             "\\\"(256, 1, 1)\\\",\\\"(9, 16, 1)\\\",\\\"0\\\",\\\"9.0\\\",\\\"Command line profiler metrics\\\","
+             "\\\"$3\\\",\\\"$4\\\",\\\"$5\\\"\"; }\n"
+             "row 0 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 300\n"
+             "row 0 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed %% 80\n"
+             "row 0 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed %% 10\n"
+             "row 1 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 100\n"
+             "row 1 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed %% 20\n"
+             "row 1 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed %% 50\n"
+             "row 2 'gemm(int)' gpu__time_duration.sum ms 1.6\n",
+             h);
+    script(p, sizeof p, "kdetail/ncu", body);
+    char work[PATH_MAX + 64], out[PATH_MAX + 80], ncu[PATH_MAX + 80];
+    snprintf(work, sizeof work, "WORK=%s/kdetail", base);
+    snprintf(out, sizeof out, "OUT=%s/kdetail/out", base);
+    snprintf(ncu, sizeof ncu, "NCU=%s/kdetail/ncu", base);
+    const char *env[] = {work, out, ncu, "DETAIL=1", NULL};
+    const char *argv[] = {"bash", "scripts/device/kernel-profile.sh", "1", "fast", NULL};
+    struct cmd_result r = cmd_run(argv, root, env, -1, -1, 60);
+    cmd_print("DETAIL=1 kernel-profile.sh 1 fast", &r);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/kdetail/out/kernels-fast.txt", base);
+    char *txt = cmd_slurp(path);
+    assert_non_null(txt);
+    assert_non_null(strstr(txt, "3 launches, 2.00 ms of device time"));
+    regex_t re;
+    assert_int_equal(regcomp(&re, "\nchunk_prepare +2 +0\\.400 +20\\.0% +200\\.0 +65\\.0 +20\\.0\n", REG_EXTENDED), 0);
+    if (regexec(&re, txt, 0, NULL, 0) != 0)
+        fail_msg("no chunk_prepare row (2 calls, 0.400 ms, 65 %% DRAM, 20 %% SM) in:\n%s", txt);
+    regfree(&re);
+    assert_non_null(strstr(txt, "\ngemm "));
+    assert_non_null(strstr(txt, "     -     -\n"));
+    free(txt);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_setup_before_compiling), cmocka_unit_test(test_setup_before_running),
         cmocka_unit_test(test_named_scripts_exist),    cmocka_unit_test(test_cuda_check_syntax),
         cmocka_unit_test(test_cuda_check_tests_step),  cmocka_unit_test(test_cuda_check_sanitize_step),
         cmocka_unit_test(test_cuda_check_agree_step),  cmocka_unit_test(test_cuda_check_fast_step),
-        cmocka_unit_test(test_kernel_profile_summary),
+        cmocka_unit_test(test_kernel_profile_summary), cmocka_unit_test(test_kernel_profile_detail),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
