@@ -333,7 +333,22 @@ static void test_bench(void **state) {
     if (jev_bench_load_file(path, &rec, &err) != JEV_OK)
         fail_msg("record: %s", err.msg);
     assert_non_null(strstr(json_string_value(json_object_get(rec, "note")), "meaningless"));
+    /* the engine's slice as the engine chose it: the CPU backend's 512 when not told */
+    json_t *set = json_object_get(json_object_get(rec, "settings"), "prefill_chunk");
+    assert_int_equal(json_integer_value(set), 512);
     json_decref(rec);
+    /* --step-tokens sets the engine's slice, and the record says so (the -v line names the engine's) */
+    snprintf(args, sizeof args,
+             "bench --model %s --workload %s --counts 1 --repeats 1 --output %s --synthetic yes --step-tokens 64 -v",
+             g_model, g_work, path);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "prefill_chunk 64"));
+    if (jev_bench_load_file(path, &rec, &err) != JEV_OK)
+        fail_msg("record: %s", err.msg);
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "settings"), "prefill_chunk")), 64);
+    json_decref(rec);
+    snprintf(args, sizeof args, "bench --model %s --step-tokens 8", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
     /* usage errors */
     snprintf(args, sizeof args, "bench --model %s --counts 4 2", g_model);
     assert_int_equal(jev(args, out, sizeof out), 2);

@@ -31,12 +31,14 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
                "                 [--threads N] [--backend cpu|cuda] [--precision exact|fast] [--workload F]\n"
-               "                 [--dump-inputs DIR]\n\n"
+               "                 [--step-tokens N] [--dump-inputs DIR]\n\n"
                "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
                "                     full-size model generated into " SYNTH_DIR ")\n"
                "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
                "  --repeats N        measured samples per count and path (default 3)\n"
                "  --batch N|all      shared-path suffixes per forward (default 4)\n"
+               "  --step-tokens N    tokens per forward slice, the engine's (default: the backend's, 512 on the\n"
+               "                     CPU, 2048 on CUDA)\n"
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
                "  --threads N        worker threads (default: all cores)\n"
                "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
@@ -177,6 +179,9 @@ int cmd_bench(int argc, char **argv) {
                 o.batch = 0;
             else if (!(bad = cli_parse_long(val, 1, 4096, &v)))
                 o.batch = (int32_t)v;
+        } else if (!strcmp(a, "--step-tokens")) {
+            if (!(bad = cli_parse_long(val, 16, 65536, &v)))
+                o.step_tokens = (int32_t)v;
         } else if (!strcmp(a, "--output")) {
             o.output = val;
         } else if (!strcmp(a, "--workload")) {

@@ -39,6 +39,8 @@ static void usage(FILE *f) {
                "  --scoring S          label (default: stable one-token labels) or text (complete option texts)\n"
                "  --norm N             text scoring: sum (default) or mean of the token log-probabilities\n"
                "  --batch N|all        shared path: suffixes per forward (default 4)\n"
+               "  --step-tokens N      tokens per forward slice, the engine's (default: the backend's, 512 on the\n"
+               "                       CPU, 2048 on CUDA)\n"
                "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
                "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
                "  --threads N          worker threads (default: all cores)\n"
@@ -143,6 +145,9 @@ int cmd_decide(int argc, char **argv) {
                 p.batch = 0;
             else if (!(bad = cli_parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &n)))
                 p.batch = (int32_t)n;
+        } else if (!strcmp(a, "--step-tokens")) {
+            if (!(bad = cli_parse_long(v, 16, 65536, &n)))
+                cs.ep.prefill_chunk = (int32_t)n;
         } else if (!strcmp(a, "--image-max-side")) {
             bad = cli_parse_long(v, 0, 16384, &max_side);
         } else if (!strcmp(a, "--max-new-tokens")) {

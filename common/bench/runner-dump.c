@@ -124,7 +124,7 @@ static json_t *manifest(struct br_bench *b, const char *pix_sha, json_t *runs) {
         "model", "id", id, "dir", b->o.model_dir, "layout", br_layout_name(b), "synthetic", synthetic, "weights",
         weights, "image", "path", b->image_path, "sha256", b->image_sha256, "width", b->image_w, "height", b->image_h,
         "resized_width", b->resized_w, "resized_height", b->resized_h, "workload", b->o.workload, "settings", "batch",
-        batch, "scoring", "label", "image_max_side", b->image_max_side, "prefill_chunk", 512, "max_new_tokens_min", 128,
+        batch, "scoring", "label", "image_max_side", b->image_max_side, "prefill_chunk", br_step_tokens(b), "max_new_tokens_min", 128,
         "max_new_tokens_per_decision", 24, "special_ids", "image_token_id", c->ids.image_pad, "vision_start_token_id",
         c->ids.vision_start, "vision_end_token_id", c->ids.vision_end, "eos_token_ids", eos, "pixel_values", "file",
         "pixel_values.f32", "dtype", "float32", "byte_order", "little", "shape", b->vin.size.n_patches,

@@ -46,4 +46,8 @@ enum jev_status br_dump_inputs(struct br_bench *b, struct jev_error *err);
 /* "hf" or "mlx4": the layout name docs/bench-inputs.md uses. */
 const char *br_layout_name(const struct br_bench *b);
 
+/* Tokens of the engine's forward slice (prefill_chunk): the engine's; when dumping inputs (no engine),
+ * --step-tokens or the backend's default, as the engine would choose it. */
+int32_t br_step_tokens(const struct br_bench *b);
+
 #endif

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend/registry.h"  // defines: jev_backend_parse
 #include "base/timing.h"       // defines: jev_now_ms
 #include "common/bench/peak.h" // defines: jev_peak_f32
 #include "model/vision.h"      // defines: jev_vision_flops
@@ -45,6 +46,19 @@ struct jev_bench_opts jev_bench_default_opts(void) {
 }
 
 const char *br_layout_name(const struct br_bench *b) { return b->model->layout == JEV_LAYOUT_MLX ? "mlx4" : "hf"; }
+
+int32_t br_step_tokens(const struct br_bench *b) {
+    if (b->engine)
+        return b->engine->params.prefill_chunk;
+    if (b->o.step_tokens > 0)
+        return b->o.step_tokens;
+    const struct jev_backend_reg *reg = NULL;
+    int32_t device = 0;
+    struct jev_error ignored = {0}; /* the model load already checked the name */
+    if (jev_backend_parse(b->o.backend, &reg, &device, &ignored) == JEV_OK && reg->ops->step_tokens > 0)
+        return reg->ops->step_tokens;
+    return 512;
+}
 
 /* ---- git ---- */
 
@@ -194,7 +208,7 @@ static struct jev_decide_params params_for(const struct br_bench *b, enum jev_de
     p.path = path;
     p.scoring = JEV_SCORING_LABEL;
     p.batch = b->o.batch;
-    p.prefill_chunk = 512;
+    p.prefill_chunk = 0; /* the engine's slice (--step-tokens, else the backend's) */
     p.reuse_prefix = false; /* every sample decodes, encodes and prefills (benchmark.md); the images are paths anyway */
     return p;
 }
@@ -245,6 +259,7 @@ static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
     cs->backend = b->o.backend;
     cs->verbose = b->o.verbose;
     cs->ep.precision = b->o.precision;
+    cs->ep.prefill_chunk = b->o.step_tokens; /* 0: the backend's */
     b->image_max_side = workload_max_side(b->o.workload);
     cs->dp.image_max_side = b->image_max_side;
     JEV_TRY(cli_setup_load(cs, err));
@@ -506,7 +521,7 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
                                      .paths = PATHS,
                                      .scoring = "label",
                                      .image_max_side = b->image_max_side,
-                                     .prefill_chunk = 512,
+                                     .prefill_chunk = br_step_tokens(b),
                                      .max_new_tokens_min = 128,
                                      .max_new_tokens_per_decision = 24,
                                      .order = "rotated",

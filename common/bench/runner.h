@@ -41,6 +41,7 @@ struct jev_bench_opts {
     int32_t counts[JEV_BENCH_MAX_COUNTS]; /* decision counts, strictly increasing */
     int32_t repeats;                      /* measured samples per (count, path); 0 = 3 */
     int32_t batch;                        /* shared-path suffix batch; 0 = all */
+    int32_t step_tokens;                  /* the engine's forward slice (prefill_chunk); 0 = the backend's */
     int32_t threads;                      /* worker threads; 0 = all cores */
     const char *backend;                  /* "cpu" (NULL = cpu), "cuda", "cuda:N" (backend/registry.h) */
     enum jev_precision precision;         /* the measured mode; fast also runs exact references */

@@ -87,6 +87,10 @@ struct jev_ops {
      * many tokens: a batch that answers each request as it would alone (decide/batch-step.c) runs a
      * piece this short in a forward of its own. */
     int32_t min_batched_tokens;
+    /* Tokens one forward slice takes when the engine is not told (prefill_chunk 0): the CPU's 512; a
+     * GPU keeps busy with more, and every slice re-reads (CUDA: dequantizes) every weight and pays
+     * each op's launch, so fewer, larger slices cost less there. Activation memory grows with it. */
+    int32_t step_tokens;
     /* bytes of zeroed backend memory, 64-byte aligned (CUDA: 256); NULL when there is not enough.
      * The CPU's comes from calloc, so untouched pages of a large pool cost nothing. */
     void *(*alloc)(struct jev_backend *be, size_t bytes);

@@ -291,6 +291,7 @@ enum jev_status jev_profile_new(const struct jev_ops *ops, struct jev_backend *b
     p->table.name = ops->name; /* records and messages name the backend that ran */
     p->table.host_memory = ops->host_memory;
     p->table.min_batched_tokens = ops->min_batched_tokens;
+    p->table.step_tokens = ops->step_tokens;
     p->table.status = ops->status ? p_status : NULL;
     p->table.memory = ops->memory ? p_memory : NULL;
     p->table.set_precision = ops->set_precision ? p_set_precision : NULL;

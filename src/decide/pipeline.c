@@ -35,7 +35,7 @@ struct jev_decide_params jev_decide_default_params(void) {
                                   .scoring = JEV_SCORING_LABEL,
                                   .norm = JEV_TRIE_SUM,
                                   .batch = 4,
-                                  .prefill_chunk = 512,
+                                  .prefill_chunk = 0,
                                   .max_new_tokens = 0};
     return p;
 }
@@ -253,8 +253,8 @@ static void req_init(struct dc_req *q, struct jev_decider *d, const struct jev_r
     q->d = d;
     q->r = r;
     q->p = p ? *p : jev_decide_default_params();
-    if (q->p.prefill_chunk == 0)
-        q->p.prefill_chunk = 512;
+    if (q->p.prefill_chunk == 0) /* the engine's slice; a planner without an engine plans with the CPU's */
+        q->p.prefill_chunk = d->engine ? d->engine->params.prefill_chunk : 512;
     q->res = res;
     q->err = err;
     q->img_at = -1;

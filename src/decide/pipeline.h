@@ -84,7 +84,7 @@ struct jev_decide_params {
     enum jev_decide_scoring scoring; /* label or text (scoring paths) */
     enum jev_trie_norm norm;         /* text mode: sum (default) or mean of token log-probs */
     int32_t batch;                   /* shared: suffixes per forward; 0 = all questions at once */
-    int32_t prefill_chunk;           /* generate: prompt tokens per forward; 0 = 512 */
+    int32_t prefill_chunk;           /* generate: prompt tokens per forward; 0 = the engine's slice */
     int32_t max_new_tokens;          /* generate: budget; 0 = max(128, 24 x questions) */
     double timeout_ms;               /* > 0: a request still running this long after it began stops before
                                       * its next forward with JEV_ERR_ABORTED (HTTP 504, "timeout");

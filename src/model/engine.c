@@ -21,7 +21,7 @@ struct jev_engine_params jev_engine_default_params(void) {
     struct jev_engine_params p = {0};
     p.max_tokens = 8192;
     p.max_batch = 64;
-    p.prefill_chunk = 512;
+    p.prefill_chunk = 0; /* the backend's (ops->step_tokens), set once the backend exists */
     return p;
 }
 
@@ -75,14 +75,12 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         p->max_tokens = 8192;
     if (p->max_batch == 0)
         p->max_batch = 64;
-    if (p->prefill_chunk == 0)
-        p->prefill_chunk = 512;
     if (p->max_tokens < 0 || p->max_tokens > JEV_ENGINE_MAX_TOKENS || p->max_batch < 0 ||
         p->max_batch > JEV_ENGINE_MAX_BATCH || p->prefill_chunk < 0 || p->prefill_chunk > 65536)
         return engine_fail(e, out,
                            jev_fail(&e->err, JEV_ERR_INVALID_ARG,
                                     "jev_engine_init: max_tokens %d (1..%d), max_batch %d (1..%d) or "
-                                    "prefill_chunk %d (1..65536) out of range",
+                                    "prefill_chunk %d (0 = the backend's, up to 65536) out of range",
                                     p->max_tokens, JEV_ENGINE_MAX_TOKENS, p->max_batch, JEV_ENGINE_MAX_BATCH,
                                     p->prefill_chunk));
     if (p->precision != JEV_PRECISION_EXACT && p->precision != JEV_PRECISION_FAST)
@@ -107,6 +105,8 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         e->ops = jev_profile_ops(e->profile);
         e->be = jev_profile_backend(e->profile);
     }
+    if (p->prefill_chunk == 0) /* the backend's slice: after the backend, before the activations it sizes */
+        p->prefill_chunk = e->ops->step_tokens > 0 ? e->ops->step_tokens : 512;
     /* the mode before the mirror: a backend that cannot run it refuses here, before any device copy */
     if (JEV_OK != jev_engine_set_precision(e, p->precision, &e->err))
         return engine_fail(e, out, e->err.status);

@@ -125,6 +125,7 @@ const struct jev_ops jev_cpu_ops = {
     .name = "cpu",
     .host_memory = true,
     .min_batched_tokens = JEV_CPU_GEMM_MIN_N,
+    .step_tokens = 512,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy_bytes,

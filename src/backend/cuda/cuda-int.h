@@ -50,6 +50,10 @@
 extern "C" {
 #endif
 
+/* The engine's slice when it is not told (ops->step_tokens): a 532-token prompt in one slice instead
+ * of 512 + 20, whose second slice dequantized every weight and launched every op again for 20 tokens. */
+#define JEV_CUDA_STEP_TOKENS 2048
+
 /* Bytes of the per-backend staging area for host arrays copied in by an op. */
 #define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
 

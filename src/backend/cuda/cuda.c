@@ -316,6 +316,7 @@ const struct jev_ops jev_cuda_ops = {
     .name = "cuda",
     .host_memory = false,
     .min_batched_tokens = JEV_CUDA_DIRECT_MAX_N + 1,
+    .step_tokens = JEV_CUDA_STEP_TOKENS,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .upload = cuda_upload,
