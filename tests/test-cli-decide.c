@@ -318,7 +318,7 @@ static void test_verify(void **state) {
 static void test_bench(void **state) {
     (void)state;
     static char out[65536];
-    char args[2000], path[700];
+    char args[4000], path[700];
     snprintf(path, sizeof path, "%s/bench.json", g_dir);
     snprintf(args, sizeof args,
              "bench --model %s --workload %s --counts 1 3 --repeats 1 --output %s --synthetic yes -v", g_model, g_work,
@@ -348,6 +348,28 @@ static void test_bench(void **state) {
     assert_int_equal(json_integer_value(json_object_get(json_object_get(rec, "settings"), "prefill_chunk")), 64);
     json_decref(rec);
     snprintf(args, sizeof args, "bench --model %s --step-tokens 8", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    /* --paths: only those paths are measured, and the record's settings list them */
+    snprintf(args, sizeof args,
+             "bench --model %s --workload %s --counts 1 2 --repeats 2 --output %s --synthetic yes --paths shared,independent",
+             g_model, g_work, path);
+    assert_int_equal(jev(args, out, sizeof out), 0);
+    assert_non_null(strstr(out, "8 samples"));
+    assert_null(strstr(out, "generate_json"));
+    if (jev_bench_load_file(path, &rec, &err) != JEV_OK)
+        fail_msg("record: %s", err.msg);
+    json_t *paths = json_object_get(json_object_get(rec, "settings"), "paths");
+    assert_int_equal(json_array_size(paths), 2);
+    assert_string_equal(json_string_value(json_array_get(paths, 0)), "independent");
+    assert_string_equal(json_string_value(json_array_get(paths, 1)), "shared");
+    size_t i;
+    json_t *run;
+    json_array_foreach(json_object_get(rec, "runs"), i, run)
+        assert_string_not_equal(json_string_value(json_object_get(run, "path")), "generate_json");
+    json_decref(rec);
+    snprintf(args, sizeof args, "bench --model %s --paths shared,shared", g_model);
+    assert_int_equal(jev(args, out, sizeof out), 2);
+    snprintf(args, sizeof args, "bench --model %s --paths shared,", g_model);
     assert_int_equal(jev(args, out, sizeof out), 2);
     /* usage errors */
     snprintf(args, sizeof args, "bench --model %s --counts 4 2", g_model);

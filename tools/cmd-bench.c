@@ -31,12 +31,14 @@
 static void usage(FILE *f) {
     fprintf(f, "usage: jev bench [--model DIR] [--counts N ...] [--repeats N] [--batch N|all] [--output FILE]\n"
                "                 [--threads N] [--backend cpu|cuda] [--precision exact|fast] [--workload F]\n"
-               "                 [--step-tokens N] [--dump-inputs DIR]\n\n"
+               "                 [--paths LIST] [--step-tokens N] [--dump-inputs DIR]\n\n"
                "  --model DIR        the model (default " REAL_DIR " when present, else a synthetic\n"
                "                     full-size model generated into " SYNTH_DIR ")\n"
                "  --counts N ...     decision counts, increasing (default 1 4 16 64)\n"
                "  --repeats N        measured samples per count and path (default 3)\n"
                "  --batch N|all      shared-path suffixes per forward (default 4)\n"
+               "  --paths LIST       measure only these, comma-separated: shared, independent, generate_json\n"
+               "                     (default all three; the engine is sized for them alone)\n"
                "  --step-tokens N    tokens per forward slice, the engine's (default: the backend's, 512 on the\n"
                "                     CPU, 2048 on CUDA)\n"
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
@@ -136,6 +138,33 @@ static void summary(const char *path) {
 
 /* ---- the command ---- */
 
+/* "shared,independent" -> JEV_BENCH_ONLY_* bits; 1 for an unknown or repeated name or an empty item. */
+static int parse_paths(const char *list, unsigned *bits) {
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } known[] = {{"generate_json", JEV_BENCH_ONLY_GENERATE},
+                 {"independent", JEV_BENCH_ONLY_INDEPENDENT},
+                 {"shared", JEV_BENCH_ONLY_SHARED}};
+    *bits = 0;
+    for (const char *at = list;;) {
+        size_t len = strcspn(at, ",");
+        unsigned bit = 0;
+        for (size_t k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (len == strlen(known[k].name) && !strncmp(at, known[k].name, len))
+                bit = known[k].bit;
+        if (!bit || (*bits & bit)) {
+            fprintf(stderr, "jev bench: --paths: '%.*s' is not shared, independent or generate_json (or comes twice)\n",
+                    (int)len, at);
+            return 1;
+        }
+        *bits |= bit;
+        if (!at[len])
+            return 0;
+        at += len + 1;
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     struct jev_bench_opts o = jev_bench_default_opts();
     bool counts_given = false;
@@ -179,6 +208,8 @@ int cmd_bench(int argc, char **argv) {
                 o.batch = 0;
             else if (!(bad = cli_parse_long(val, 1, 4096, &v)))
                 o.batch = (int32_t)v;
+        } else if (!strcmp(a, "--paths")) {
+            bad = parse_paths(val, &o.paths);
         } else if (!strcmp(a, "--step-tokens")) {
             if (!(bad = cli_parse_long(val, 16, 65536, &v)))
                 o.step_tokens = (int32_t)v;

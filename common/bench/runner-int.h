@@ -27,6 +27,9 @@ struct br_bench {
     struct jev_engine *engine; /* setup.engine: sized for the largest request; NULL when dumping inputs */
     struct jev_decider *d;     /* setup.decider over engine; setup.planner when dumping inputs */
     struct jev_request *reqs;  /* (o.n_counts) the workload at each count */
+    int32_t n_paths;           /* the paths measured (o.paths), in the record's order: */
+    const char *paths[3];      /* their names (a subset of generate_json, independent, shared) */
+    enum jev_decide_path path_ids[3];
     char image_path[4096];     /* the photo, resolved */
     int32_t image_max_side;    /* the workload's bound (768) */
     /* environment */

@@ -280,8 +280,8 @@ static enum jev_status setup(struct br_bench *b, struct jev_error *err) {
         b->reqs[i].image.path = b->image_path;
     }
     for (int32_t i = 0; i < b->o.n_counts; i++)
-        for (int k = 0; k < 3; k++) {
-            struct jev_decide_params p = params_for(b, PATH_IDS[k]);
+        for (int k = 0; k < b->n_paths; k++) {
+            struct jev_decide_params p = params_for(b, b->path_ids[k]);
             JEV_TRY(cli_setup_plan(cs, &b->reqs[i], &p, err));
         }
     if (b->o.dump_inputs) {
@@ -365,7 +365,7 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
     JEV_TRY(result_decisions(r, res, &dec, &keys, err));
     s.n_decisions = r->n_questions;
     s.decisions = dec;
-    enum jev_status rc = jev_bench_record_add_sample(rec, b->o.counts[ci], PATHS[k], &s, err);
+    enum jev_status rc = jev_bench_record_add_sample(rec, b->o.counts[ci], b->paths[k], &s, err);
     free(dec);
     free(keys);
     JEV_TRY(rc);
@@ -375,7 +375,7 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
     json_t *run;
     json_array_foreach(runs, i, run) {
         if (json_integer_value(json_object_get(run, "decisions")) != b->o.counts[ci] ||
-            strcmp(json_string_value(json_object_get(run, "path")), PATHS[k]) != 0)
+            strcmp(json_string_value(json_object_get(run, "path")), b->paths[k]) != 0)
             continue;
         json_t *smp =
             json_array_get(json_object_get(run, "samples"), json_array_size(json_object_get(run, "samples")) - 1);
@@ -404,20 +404,20 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
  * with the engine switched to exact (outside the samples: not timed, not recorded as one; the
  * weights mirror serves both modes, so no second engine), the engine back in fast after each, then
  * every fast sample of that (count, path) against it (jev_bench_vs_exact_compute). a's entries
- * follow the settings' path order, which is PATHS.
+ * follow the settings' path order, which is b->paths.
  */
 static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_record *rec, int32_t ci, int32_t done,
                                 int32_t total, struct jev_bench_agreement *a, struct jev_error *err) {
     const struct jev_request *r = &b->reqs[ci];
     a->has_vs_exact = true;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < b->n_paths; k++) {
         if (b->o.progress) {
             char line[128];
-            snprintf(line, sizeof line, "exact reference: %d decisions, %s", b->o.counts[ci], PATHS[k]);
+            snprintf(line, sizeof line, "exact reference: %d decisions, %s", b->o.counts[ci], b->paths[k]);
             b->o.progress(b->o.progress_user, done, total, line);
         }
         JEV_TRY(jev_engine_set_precision(b->engine, JEV_PRECISION_EXACT, err));
-        struct jev_decide_params p = params_for(b, PATH_IDS[k]);
+        struct jev_decide_params p = params_for(b, b->path_ids[k]);
         struct jev_decide_result res;
         enum jev_status s = jev_decide_run(b->d, r, &p, &res, err);
         /* back to the measured mode whatever happened: a later sample must never run in exact */
@@ -429,7 +429,7 @@ static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_recor
         if (back == JEV_OK)
             s = result_decisions(r, &res, &dec, &keys, err);
         if (back == JEV_OK && s == JEV_OK)
-            s = jev_bench_vs_exact_compute(rec, b->o.counts[ci], PATHS[k], dec, r->n_questions, &a->vs_exact[k], err);
+            s = jev_bench_vs_exact_compute(rec, b->o.counts[ci], b->paths[k], dec, r->n_questions, &a->vs_exact[k], err);
         free(dec);
         free(keys);
         jev_decide_result_free(&res);
@@ -517,8 +517,8 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
                                      .repeats = o->repeats,
                                      .warmup = 1,
                                      .batch = o->batch,
-                                     .n_paths = 3,
-                                     .paths = PATHS,
+                                     .n_paths = b->n_paths,
+                                     .paths = b->paths,
                                      .scoring = "label",
                                      .image_max_side = b->image_max_side,
                                      .prefill_chunk = br_step_tokens(b),
@@ -538,13 +538,14 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     enum jev_status s = JEV_OK;
     char line[256];
     /* warm-up: each path once on one decision (the smallest request), outside the samples */
-    for (int k = 0; s == JEV_OK && k < 3; k++) {
+    const int32_t np = b->n_paths;
+    for (int k = 0; s == JEV_OK && k < np; k++) {
         if (o->progress) {
-            snprintf(line, sizeof line, "warm-up: %s, %d decision%s", PATHS[k], o->counts[0],
+            snprintf(line, sizeof line, "warm-up: %s, %d decision%s", b->paths[k], o->counts[0],
                      o->counts[0] == 1 ? "" : "s");
-            o->progress(o->progress_user, 0, o->n_counts * o->repeats * 3, line);
+            o->progress(o->progress_user, 0, o->n_counts * o->repeats * np, line);
         }
-        struct jev_decide_params p = params_for(b, PATH_IDS[k]);
+        struct jev_decide_params p = params_for(b, b->path_ids[k]);
         struct jev_request warm;
         struct jev_request_error re = {0};
         s = jev_request_load_workload_file(o->workload, 1, &warm, &re) == JEV_OK
@@ -561,18 +562,18 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
         jev_request_free(&warm);
     }
     /* the measured runs */
-    int32_t total = o->n_counts * o->repeats * 3, done = 0;
+    int32_t total = o->n_counts * o->repeats * np, done = 0;
     double t0 = jev_now_ms();
     for (int32_t ci = 0; s == JEV_OK && ci < o->n_counts; ci++) {
         for (int32_t rep = 0; s == JEV_OK && rep < o->repeats; rep++) {
-            for (int32_t pos = 0; s == JEV_OK && pos < 3; pos++) {
-                int k = (int)((pos + rep) % 3); /* rotated left by the repeat */
+            for (int32_t pos = 0; s == JEV_OK && pos < np; pos++) {
+                int k = (int)((pos + rep) % np); /* rotated left by the repeat */
                 if (o->progress) {
-                    snprintf(line, sizeof line, "%d decisions, %s, repeat %d/%d", o->counts[ci], PATHS[k], rep + 1,
+                    snprintf(line, sizeof line, "%d decisions, %s, repeat %d/%d", o->counts[ci], b->paths[k], rep + 1,
                              o->repeats);
                     o->progress(o->progress_user, done, total, line);
                 }
-                struct jev_decide_params p = params_for(b, PATH_IDS[k]);
+                struct jev_decide_params p = params_for(b, b->path_ids[k]);
                 struct jev_decide_result res;
                 double lm_flops0 = b->engine->lm.flops;
                 s = jev_decide_run(b->d, &b->reqs[ci], &p, &res, err);
@@ -616,6 +617,11 @@ enum jev_status jev_bench_run(const struct jev_bench_opts *opts, struct jev_benc
         b.o.output = "artifacts/benchmark.json";
     if (b.o.repeats <= 0)
         b.o.repeats = 3;
+    for (int k = 0; k < 3; k++)
+        if (!b.o.paths || (b.o.paths & (1u << k))) { /* JEV_BENCH_ONLY_* follow PATHS' order */
+            b.paths[b.n_paths] = PATHS[k];
+            b.path_ids[b.n_paths++] = PATH_IDS[k];
+        }
     if (!b.o.model_dir)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "bench: no model directory");
     if (b.o.n_counts < 1 || b.o.n_counts > JEV_BENCH_MAX_COUNTS)

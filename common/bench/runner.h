@@ -42,6 +42,7 @@ struct jev_bench_opts {
     int32_t repeats;                      /* measured samples per (count, path); 0 = 3 */
     int32_t batch;                        /* shared-path suffix batch; 0 = all */
     int32_t step_tokens;                  /* the engine's forward slice (prefill_chunk); 0 = the backend's */
+    unsigned paths;                       /* JEV_BENCH_ONLY_* bits: the paths measured; 0 = all three */
     int32_t threads;                      /* worker threads; 0 = all cores */
     const char *backend;                  /* "cpu" (NULL = cpu), "cuda", "cuda:N" (backend/registry.h) */
     enum jev_precision precision;         /* the measured mode; fast also runs exact references */
@@ -52,6 +53,12 @@ struct jev_bench_opts {
     jev_bench_progress_fn progress;       /* NULL: silent */
     void *progress_user;                  /* passed to progress */
 };
+
+/* jev_bench_opts.paths: measure only these paths (A/B runs of one path; the engine is then sized for
+ * them alone, so its peak memory is not the full benchmark's). */
+#define JEV_BENCH_ONLY_GENERATE 1u
+#define JEV_BENCH_ONLY_INDEPENDENT 2u
+#define JEV_BENCH_ONLY_SHARED 4u
 
 /* Defaults: counts 1 4 16 64, repeats 3, batch 4, cpu, the default workload and output. */
 struct jev_bench_opts jev_bench_default_opts(void);

@@ -11,6 +11,7 @@
 # Use on the GPU machine after cuda-check.sh unpack (same WORK, same binaries and model):
 #   WORK=$PWD/.work-cuda bash scripts/device/kernel-profile.sh [DECISIONS (1)] [MODES (exact fast)]
 # Writes $OUT/kernels-MODE.txt (the summary) and $OUT/kernels-MODE.csv.gz (ncu's raw rows).
+# ARGS: more options for jev decide (e.g. "--batch all --step-tokens 1024").
 # DETAIL=1 also asks ncu for each kernel's DRAM and SM throughput (% of the sustained peak; ncu
 # replays each kernel for them, so the run takes longer) and the summary adds their time-weighted
 # means: how far a memory-bound kernel is from the bandwidth floor.
@@ -31,7 +32,7 @@ for mode in $MODES; do
     [ "${DETAIL:-0}" = 1 ] && metrics=$metrics,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__throughput.avg.pct_of_peak_sustained_elapsed
     LD_LIBRARY_PATH=$WORK/bin "$NCU" --clock-control none --metrics "$metrics" --csv \
         "$JEV" decide --model "$MODEL" --workload bench/dog-workload.json --decisions "$DECISIONS" --backend cuda \
-        --precision "$mode" > "$csv" 2> "$WORK/ncu-$mode.log" || { tail -5 "$WORK/ncu-$mode.log"; exit 1; }
+        --precision "$mode" ${ARGS:-} > "$csv" 2> "$WORK/ncu-$mode.log" || { tail -5 "$WORK/ncu-$mode.log"; exit 1; }
     gzip -c "$csv" > "$OUT/kernels-$mode.csv.gz"
     python3 - "$csv" "$mode" "$DECISIONS" > "$OUT/kernels-$mode.txt" <<'PY'
 import csv, sys, collections
