@@ -122,7 +122,7 @@ struct jev_engine_params {
     int32_t max_tokens;           /* longest sequence the engine holds; 0 = 8192 */
     int32_t max_batch;            /* most sequences in one batched forward; 0 = 64 */
     int32_t prefill_chunk;        /* tokens per forward slice (a longer prompt or batch runs in several); 0 =
-                                     the backend's: 512 on the CPU, 2048 on CUDA */
+                                     the backend's: 512 on the CPU, 1024 on CUDA */
     enum jev_precision precision; /* JEV_PRECISION_EXACT (0, the default) or JEV_PRECISION_FAST */
 };
 

@@ -40,7 +40,7 @@ static void usage(FILE *f) {
                "  --paths LIST       measure only these, comma-separated: shared, independent, generate_json\n"
                "                     (default all three; the engine is sized for them alone)\n"
                "  --step-tokens N    tokens per forward slice, the engine's (default: the backend's, 512 on the\n"
-               "                     CPU, 2048 on CUDA)\n"
+               "                     CPU, 1024 on CUDA)\n"
                "  --output FILE      the raw record (default artifacts/benchmark.json)\n"
                "  --threads N        worker threads (default: all cores)\n"
                "  --backend B        cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"

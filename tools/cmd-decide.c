@@ -40,7 +40,7 @@ static void usage(FILE *f) {
                "  --norm N             text scoring: sum (default) or mean of the token log-probabilities\n"
                "  --batch N|all        shared path: suffixes per forward (default 4)\n"
                "  --step-tokens N      tokens per forward slice, the engine's (default: the backend's, 512 on the\n"
-               "                       CPU, 2048 on CUDA)\n"
+               "                       CPU, 1024 on CUDA)\n"
                "  --image-max-side N   resize within N x N before smart_resize (default 768; 0 = no bound)\n"
                "  --max-new-tokens N   generate: new-token budget (default max(128, 24 x questions))\n"
                "  --threads N          worker threads (default: all cores)\n"

@@ -53,7 +53,7 @@ static void usage(FILE *f) {
             "  --max-tokens N       longest sequence (image + context + question) the engine holds (default 8192)\n"
             "  --max-batch N        question suffixes in one batched forward, over all requests (default 64)\n"
             "  --step-tokens N      tokens in one step's forward, the engine's slice (default: the backend's,\n"
-            "                       512 on the CPU, 2048 on CUDA)\n"
+            "                       512 on the CPU, 1024 on CUDA)\n"
             "  --prep-threads N     threads that decode images and tokenize beside the model (default: half\n"
             "                       the CPUs, 1..8)\n"
             "  --no-prefix-reuse    run every request's image and state afresh (by default the 4 most recent\n"

@@ -51,8 +51,11 @@ extern "C" {
 #endif
 
 /* The engine's slice when it is not told (ops->step_tokens): a 532-token prompt in one slice instead
- * of 512 + 20, whose second slice dequantized every weight and launched every op again for 20 tokens. */
-#define JEV_CUDA_STEP_TOKENS 2048
+ * of 512 + 20, whose second slice dequantized every weight and launched every op again for 20 tokens
+ * (H100, medians of 3: exact prefill 30.6 -> 25.7 ms, independent 64 decisions 4.18 -> 3.80 s). 2048
+ * ran no faster on the benchmark's prompts and took 85 MiB more activations: 1.55 GB peak at 64
+ * decisions, over the 1.5 GB the benchmark allows (bench/results/2026-12-07-h100-run9/). */
+#define JEV_CUDA_STEP_TOKENS 1024
 
 /* Bytes of the per-backend staging area for host arrays copied in by an op. */
 #define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
