@@ -9,7 +9,13 @@
  * carry, so that a change of the C schema that the Python side does not
  * follow fails here, not on the GPU machine.
  *
- * Needs python3 on PATH (standard library only). No timing is asserted.
+ * scripts/device/fla-carry.sh runs here on a stand-in fla git repository and a stand-in
+ * python3-einops package, and the carry it writes is activated by
+ * bench/peers/fla_kernels.py (check-carry): the layout, SOURCE, the dist-info that
+ * importlib.metadata resolves for `fla`, sys.path order; and a revision without the
+ * recurrent delta rule is refused.
+ *
+ * Needs python3, git and dpkg-deb on PATH (standard library only). No timing is asserted.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -128,10 +134,80 @@ static void test_compare_refuses_bad_record(void **state) {
     free(out);
 }
 
+/* A stand-in fla repository (v0.4.0 lacks the recurrent rule, v0.5.2 has both) and einops .deb. */
+static const char fla_fixture[] =
+    "set -e; D=$1; rm -rf \"$D\"; mkdir -p \"$D/src/fla/ops/gated_delta_rule\" \"$D/deb/DEBIAN\" "
+    "\"$D/deb/usr/lib/python3/dist-packages/einops\" \"$D/deb/usr/lib/python3/dist-packages/einops-0.8.1.dist-info\"\n"
+    "cd \"$D/src\"; git init -q .; g() { git -c user.name=t -c user.email=t@t \"$@\"; }\n"
+    "printf '__version__ = \"0.4.0\"\\n' > fla/__init__.py; echo MIT > LICENSE\n"
+    "echo 'from .chunk import chunk_gated_delta_rule' > fla/ops/gated_delta_rule/__init__.py\n"
+    "g add -A; g commit -qm a; g tag v0.4.0\n"
+    "printf '__version__ = \"0.5.2\"\\n' > fla/__init__.py\n"
+    "echo 'from .fused_recurrent import fused_recurrent_gated_delta_rule' >> fla/ops/gated_delta_rule/__init__.py\n"
+    "g add -A; g commit -qm b; g tag v0.5.2\n"
+    "printf 'Package: python3-einops\\nVersion: 0.8.1-1\\nArchitecture: all\\nMaintainer: t <t@t>\\n"
+    "Description: stand-in\\n' > \"$D/deb/DEBIAN/control\"\n"
+    "echo '__version__ = \"0.8.1\"' > \"$D/deb/usr/lib/python3/dist-packages/einops/__init__.py\"\n"
+    "printf 'Metadata-Version: 2.1\\nName: einops\\nVersion: 0.8.1\\n' "
+    "> \"$D/deb/usr/lib/python3/dist-packages/einops-0.8.1.dist-info/METADATA\"\n"
+    "dpkg-deb -Zgzip --build \"$D/deb\" \"$D/einops.deb\" > /dev/null\n";
+
+/* fla-carry.sh packs the release and refuses a revision without the recurrent rule; the carry activates. */
+static void test_fla_carry(void **state) {
+    (void)state;
+    char dir[512], script[600], log[600], cmd[4096];
+    snprintf(dir, sizeof dir, "%s/fla-carry", test_dir());
+    snprintf(script, sizeof script, "%s-fixture.sh", dir);
+    snprintf(log, sizeof log, "%s.log", dir);
+    FILE *f = fopen(script, "w");
+    assert_non_null(f);
+    fputs(fla_fixture, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "bash '%s' '%s' >'%s' 2>&1", script, dir, log);
+    assert_int_equal(run(cmd), 0);
+
+    snprintf(cmd, sizeof cmd,
+             "EINOPS_DEB='%s/einops.deb' DEST='%s/old' bash scripts/device/fla-carry.sh '%s/src/.git' v0.4.0 >'%s' 2>&1",
+             dir, dir, dir, log);
+    assert_int_equal(run(cmd), 1);
+    char *out = read_text(log);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "does not export fused_recurrent_gated_delta_rule"));
+    free(out);
+
+    snprintf(cmd, sizeof cmd,
+             "EINOPS_DEB='%s/einops.deb' DEST='%s/carry' bash scripts/device/fla-carry.sh '%s/src/.git' >'%s' 2>&1 && "
+             "python3 bench/peers/fla_kernels.py check-carry '%s/carry' >>'%s' 2>&1",
+             dir, dir, dir, log, dir, log);
+    int rc = run(cmd);
+    out = read_text(log);
+    if (rc != 0 && out)
+        fprintf(stderr, "%s", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(out);
+    assert_non_null(strstr(out, "flash-linear-attention 0.5.2 (v0.5.2"));
+    assert_non_null(strstr(out, "\"distributions\": [\"flash-linear-attention\"]"));
+    assert_non_null(strstr(out, "\"version\": \"0.5.2\""));
+    assert_non_null(strstr(out, "\"deps_last\": true"));
+    assert_non_null(strstr(out, "\"site_index\": 0"));
+    assert_non_null(strstr(out, "\"einops_package\": \"python3-einops_0.8.1-1\""));
+    free(out);
+    char path[700];
+    snprintf(path, sizeof path, "%s/carry/site/fla/__init__.py", dir);
+    char *init = read_text(path);
+    assert_non_null(init);
+    free(init);
+    snprintf(path, sizeof path, "%s/carry/deps/einops/__init__.py", dir);
+    char *einops = read_text(path);
+    assert_non_null(einops);
+    free(einops);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_selftest_record_loads),
         cmocka_unit_test(test_compare_refuses_bad_record),
+        cmocka_unit_test(test_fla_carry),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

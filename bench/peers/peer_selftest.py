@@ -7,6 +7,11 @@ generate_json checker, the MLX name and bit-stream rules, the agreement numbers,
 comparison, the validator (against mutated records), and, when build/jev exists, jev's own
 C validator (`jev report`) on the record written here.
 
+The `--kernels fla` parts that need no torch are checked too (fla_kernels.py): the option
+rules, the carry's activation (in a child python, on a carry laid out like fla-carry.sh's),
+the reading of transformers' hub-kernel wrapper and of per-layer bindings on stand-in
+modules, the call counter, and a record named for fla through both validators.
+
 What it is not: a test of torch or transformers code (none is importable where this runs);
 `transformers.py --check-layouts` covers the torch side of the MLX loader, and
 `--compare-with` the model itself.
@@ -18,9 +23,13 @@ $JEV_TEST_DIR when set), plus the record to $PEER_SELFTEST_RECORD when that is s
 import copy
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
+import types
 
+import fla_kernels
 from jevbench import (INPUTS_FORMAT, PATHS, PEER_NAME, PeerError, _is_int, build_record, check_generated,
                       compare_records, decision_entry, expected_quant, is_shifted_norm, load_manifest, make_sample,
                       mlx_to_hf_name, quant_shape, softmax_double, unpack_codes_py, validate_record,
@@ -284,11 +293,172 @@ def run():
         write_json_atomic(path, r)
         out = subprocess.run([jev, "report", path], capture_output=True, text=True)
         check(out.returncode != 0 and "lm_forwards" in out.stderr, "jev report must refuse a fractional count")
-    for f in os.listdir(tmp):
-        os.unlink(os.path.join(tmp, f))
-    os.rmdir(tmp)
+    check_fla(tmp, check, raises, rec, jev if c_checked else None)
+    shutil.rmtree(tmp)
     for f in failures:
         print(f"FAIL {f}")
     print(f"selftest: {'ok' if not failures else f'{len(failures)} failure(s)'}"
           f" (C validator {'also checked the record' if c_checked else 'not found: build/jev missing'})")
     return 0 if not failures else 1
+
+
+def fake_carry(root, version="0.5.2", meta_version=None, source=True):
+    """A carry laid out as scripts/device/fla-carry.sh writes it, with stand-in modules."""
+    site, deps = os.path.join(root, "site"), os.path.join(root, "deps")
+    for d in (os.path.join(site, "fla"), os.path.join(site, f"flash_linear_attention-{version}.dist-info"),
+              os.path.join(deps, "einops")):
+        os.makedirs(d, exist_ok=True)
+    files = {os.path.join(site, "fla", "__init__.py"): f'__version__ = "{version}"\n',
+             os.path.join(site, f"flash_linear_attention-{version}.dist-info", "METADATA"):
+                 f"Metadata-Version: 2.1\nName: flash-linear-attention\nVersion: {meta_version or version}\n",
+             os.path.join(site, f"flash_linear_attention-{version}.dist-info", "top_level.txt"): "fla\n",
+             os.path.join(deps, "einops", "__init__.py"): '__version__ = "0.8.1"\n'}
+    if source:
+        files[os.path.join(root, "SOURCE")] = f"commit {'a' * 40}\ntag v{version}\nversion {version}\n"
+    for path, text in files.items():
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    return root
+
+
+def check_fla(tmp, check, raises, rec, jev):
+    """The fla parts that run without torch (see the file's comment)."""
+    # -- option rules
+    ca = fla_kernels.check_args
+    check(ca("torch", "cpu", "float32", False) is None, "fla args: the default is accepted")
+    check(ca("fla", "cuda", "bfloat16", False) is None, "fla args: cuda bf16 accepted")
+    check("--device cuda" in (ca("fla", "cpu", "bfloat16", False) or ""), "fla args: cpu refused")
+    check("bf16 only" in (ca("fla", "cuda", "float32", False) or ""), "fla args: f32 refused")
+    check(ca("fla", "cuda", "float32", True) is None, "fla args: the probe takes any --dtype")
+    check("needs --kernels fla" in (ca("torch", "cuda", "float32", True) or ""), "fla args: probe without fla")
+
+    # -- activation, in a child python (it changes sys.path and the import caches)
+    here = os.path.dirname(os.path.abspath(__file__))
+
+    def activated(carry):
+        out = subprocess.run([sys.executable, os.path.join(here, "fla_kernels.py"), "check-carry", carry],
+                             capture_output=True, text=True, timeout=60)
+        return out.returncode, (json.loads(out.stdout) if out.returncode == 0 else out.stderr)
+    carry = fake_carry(os.path.join(tmp, "carry-ok"))
+    rc, got = activated(carry)
+    check(rc == 0, f"fla carry: activation failed: {got}")
+    if rc == 0:
+        site = os.path.join(os.path.abspath(carry), "site")
+        check(got["fla_origin"] == os.path.join(site, "fla", "__init__.py"), f"fla carry: fla from {got['fla_origin']}")
+        check(got["distributions"] == ["flash-linear-attention"], f"fla carry: distribution map {got['distributions']}")
+        check(got["version"] == "0.5.2" and got["commit"] == "a" * 40, "fla carry: version and commit read back")
+        check(got["site_index"] == 0 and got["deps_last"], "fla carry: site first and deps last on sys.path")
+        check(got["einops_origin"] is not None, "fla carry: einops importable")
+    for name, kw, needle in [("carry-nosource", {"source": False}, "SOURCE"),
+                             ("carry-meta", {"meta_version": "0.4.0"}, "the dist-info says")]:
+        rc, got = activated(fake_carry(os.path.join(tmp, name), **kw))
+        check(rc == 1 and needle in got, f"fla carry: {name} must be refused naming \"{needle}\", got {rc}: {got}")
+    rc, got = activated(os.path.join(tmp, "carry-none"))
+    check(rc == 1 and "fla-carry.sh" in got, f"fla carry: a missing carry must name the script, got {got}")
+
+    # -- the binding: stand-ins for transformers' hub-kernel wrapper (5.15 on) and for per-layer attributes
+    def fla_chunk(q):
+        return q
+
+    def fla_rec(q):
+        return q
+
+    def hub_wrapper(implementation, torch_function):
+        """The shape of use_kernel_func_from_hub_with_fallback's result: the implementation in a
+        closure cell, functools.wraps of the torch body."""
+        is_new_implementation = implementation is not torch_function
+
+        def wrapped(*args, **kwargs):
+            return implementation(*args, **kwargs) if is_new_implementation else torch_function(*args, **kwargs)
+        wrapped.__wrapped__ = torch_function
+        return wrapped
+
+    def torch_chunk(q):
+        return q
+
+    def torch_rec(q):
+        return q
+    pre = {"fns": {"chunk": fla_chunk, "recurrent": fla_rec}, "triton": "3.6.0", "einops": "0.8.1 (x)"}
+
+    def model_with(modeling_attrs, layer_attrs):
+        mod = types.ModuleType("selftest_fake_modeling")
+        for k, v in modeling_attrs.items():
+            setattr(mod, k, v)
+        sys.modules[mod.__name__] = mod
+        layer_cls = type("FakeGatedDeltaNet", (), {"__module__": mod.__name__})
+        norm_cls = type("FakeRMSNormGated", (), {"__module__": mod.__name__})
+        layers = []
+        for _ in range(3):
+            layer = layer_cls()
+            layer.norm = norm_cls()
+            for k, v in layer_attrs.items():
+                setattr(layer, k, v)
+            layers.append(layer)
+        return types.SimpleNamespace(modules=lambda: iter([object()] + layers))
+
+    def bound(model, what):
+        try:
+            return fla_kernels.check_binding(model, pre)
+        except PeerError as e:
+            check(False, f"{what}: {e}")
+            return {"delta_rule_chunk": "", "delta_rule_recurrent": "", "deltanet_layers": 0}, {}
+    try:
+        hub = {"torch_chunk_gated_delta_rule": hub_wrapper(fla_chunk, torch_chunk),
+               "torch_recurrent_gated_delta_rule": hub_wrapper(fla_rec, torch_rec)}
+        facts, torch_codes = bound(model_with(hub, {}), "fla binding: hub wrapper")
+        check(facts["delta_rule_chunk"].endswith("fla_chunk") and facts["deltanet_layers"] == 3,
+              f"fla binding: hub wrapper read, got {facts}")
+        check(torch_codes.get("transformers.torch_chunk_gated_delta_rule") is torch_chunk.__code__,
+              "fla binding: the torch body is what the counter watches")
+        fallback = dict(hub, torch_recurrent_gated_delta_rule=hub_wrapper(torch_rec, torch_rec))
+        raises(lambda: fla_kernels.check_binding(model_with(fallback, {}), pre), "did not bind flash-linear",
+               "fla binding: a torch fallback is refused")
+        older = {"torch_chunk_gated_delta_rule": torch_chunk, "torch_recurrent_gated_delta_rule": torch_rec}
+        facts, _ = bound(model_with(older, {"chunk_gated_delta_rule": fla_chunk, "recurrent_gated_delta_rule": fla_rec}),
+                         "fla binding: per-layer attributes")
+        check(facts["delta_rule_recurrent"].endswith("fla_rec"), "fla binding: per-layer attributes read")
+        raises(lambda: fla_kernels.check_binding(model_with(older, {}), pre), "did not bind flash-linear",
+               "fla binding: plain torch functions are refused")
+        raises(lambda: fla_kernels.check_binding(model_with({}, {}), pre), "does not know",
+               "fla binding: an unknown binding is refused")
+    finally:
+        sys.modules.pop("selftest_fake_modeling", None)
+
+    # -- the call counter and its verdict
+    with fla_kernels.CallCounter({"fla.chunk_gated_delta_rule": fla_chunk.__code__,
+                                  "transformers.torch_chunk_gated_delta_rule": torch_chunk.__code__}) as c:
+        for i in range(3):
+            fla_chunk(i)
+    check(c.counts == {"fla.chunk_gated_delta_rule": 3, "transformers.torch_chunk_gated_delta_rule": 0},
+          f"fla counter: {c.counts}")
+    try:
+        fla_kernels.check_calls(c.counts)
+    except PeerError as e:
+        check(False, f"fla verdict: {e}")
+    raises(lambda: fla_kernels.check_calls({"fla.chunk_gated_delta_rule": 0}), "never called",
+           "fla verdict: no fla call")
+    raises(lambda: fla_kernels.check_calls({"fla.chunk_gated_delta_rule": 2,
+                                            "transformers.torch_chunk_gated_delta_rule": 1}), "torch delta rule",
+           "fla verdict: a torch call")
+
+    # -- a record named for fla: both validators, and its own series in jev's report
+    r = copy.deepcopy(rec)
+    r["environment"]["peer"]["name"] = fla_kernels.PEER_NAME
+    r["environment"]["backend"] = "cuda-bf16"
+    r["environment"]["libraries"]["flash-linear-attention"] = "0.5.2"
+    r["environment"]["extra"]["kernels"] = {"delta_rule_chunk": "fla.ops.gated_delta_rule.chunk.chunk_gated_delta_rule",
+                                            "warmup_calls": {"fla.chunk_gated_delta_rule": 7}}
+    try:
+        validate_record(r)
+    except PeerError as e:
+        check(False, f"fla record: {e}")
+    if jev:
+        a, b, md = (os.path.join(tmp, x) for x in ("peer-a.json", "peer-fla.json", "fla.md"))
+        write_json_atomic(a, rec)
+        write_json_atomic(b, r)
+        out = subprocess.run([jev, "report", a, b, "--output", md], capture_output=True, text=True)
+        check(out.returncode == 0, f"jev report refused the fla record: {out.stderr.strip()}")
+        if out.returncode == 0:
+            with open(md, "r", encoding="utf-8") as f:
+                text = f.read()
+            check("transformers + flash-linear-attention cuda-bf16" in text, "fla record: its own label in the report")

@@ -12,11 +12,16 @@ docs/bench-peers.md says what is measured and how to run it.
 
 What it is not: a second engine or a tuned baseline. Nothing here is faster than what a user
 of transformers would write: one model, its own cache classes, its own generate().
+`--kernels fla` is the same peer with what such a user would pip-install beside it,
+flash-linear-attention, which transformers binds for the DeltaNet delta rule
+(bench/peers/fla_kernels.py; the record's peer name says so).
 
 Usage (where python3 has torch and transformers):
     transformers.py MODEL_DIR INPUTS_DIR OUT.json [--device cuda|cpu] [--dtype float32|bfloat16]
                     [--threads N] [--counts 1 4 16 64] [--repeats 3] [--batch N|all]
                     [--compare-with JEV.json [--max-delta X]] [--no-phases] [--no-hash]
+                    [--kernels torch|fla [--fla-carry DIR]]
+    transformers.py --kernels fla --probe-kernels [--fla-carry DIR]             (GPU: fla vs torch)
     transformers.py --compare-with JEV.json --record PEER.json [--max-delta X]   (no torch)
     transformers.py --check-layouts HF_DIR MLX_DIR                              (torch only)
     transformers.py --selftest                                                  (no torch)
@@ -29,6 +34,7 @@ drives, so its own folder is moved to the end of sys.path before anything is imp
 """
 
 import argparse
+import contextlib
 import copy
 import datetime
 import gc
@@ -336,7 +342,30 @@ def load_model(torch, tf, model_dir, layout, device, dtype):
     return model, raw, facts
 
 
+def use_fla(args):
+    """With --kernels fla: the carried fla on sys.path (before transformers is imported), then
+    imported as transformers will import it. None without."""
+    if args.kernels != "fla":
+        return None
+    import fla_kernels
+    carry = fla_kernels.activate(args.fla_carry or fla_kernels.CARRY_DEFAULT)
+    import torch
+    if not torch.cuda.is_available():
+        raise PeerError("--kernels fla: torch sees no CUDA device")
+    pre = fla_kernels.preflight(torch)
+    log(f"flash-linear-attention {carry['version']} ({carry['tag']}, {carry['commit'][:12]}) from {carry['carry']}, "
+        f"triton {pre['triton']}")
+    return {"mod": fla_kernels, "carry": carry, "pre": pre}
+
+
+def probe_kernels(args):
+    fla = use_fla(args)
+    import torch
+    return fla["mod"].probe(torch, fla["pre"])
+
+
 def run_peer(args):
+    fla = use_fla(args)
     import torch
     import transformers as tf
     if not hasattr(tf, "Qwen3_5ForConditionalGeneration"):
@@ -398,6 +427,11 @@ def run_peer(args):
     t0 = time.time()
     model, raw, facts = load_model(torch, tf, args.model_dir, man["model"]["layout"], device, dtype)
     log(f"model loaded in {time.time() - t0:.1f} s ({facts})")
+    torch_codes = {}
+    if fla:  # no silent fallback: every DeltaNet layer must call fla's delta rule
+        facts["kernels"], torch_codes = fla["mod"].check_binding(model, fla["pre"])
+        facts["kernels"]["fla"] = fla["carry"]
+        log(f"kernels: {facts['kernels']}")
     model.generation_config = tf.GenerationConfig(do_sample=False, num_beams=1, eos_token_id=list(eos),
                                                   pad_token_id=eos[0])
     tokenizer = None
@@ -526,6 +560,9 @@ def run_peer(args):
         return f
 
     env = environment(torch, tf, args, man, weights, facts, vocab)
+    if fla:
+        env["peer"]["name"] = fla["mod"].PEER_NAME
+        env["libraries"].update({fla["mod"].DISTRIBUTION: fla["carry"]["version"], "triton": fla["pre"]["triton"]})
     note = ("transformers peer (bench/peers/transformers.py): stock Qwen3_5ForConditionalGeneration on the "
             "weights, token ids and pixel values of jev's dump. Total time excludes image decoding, "
             "preprocessing and tokenization (done by jev before the dump) and includes the host-to-device copy "
@@ -534,6 +571,12 @@ def run_peer(args):
                if device == "cuda" else
                "peak_bytes null: on CPU torch has no allocation counter comparable to jev's arena peaks, and RSS "
                "is not what the schema measures."))
+    if fla:
+        note += (" Kernels: flash-linear-attention " + fla["carry"]["version"] + " (Triton) for the DeltaNet delta "
+                 "rule (chunked and recurrent), bound by transformers and checked per layer "
+                 "(environment.extra.kernels); the gated RMSNorm and the causal convolution stay transformers' torch "
+                 "code (causal-conv1d, a CUDA extension, is not installed). The warm-up also runs the shared path "
+                 "once at every count (Triton autotunes kernels keyed on the batch size).")
 
     def write(done, samples):
         """The record of the counts finished so far: written after every count, so that a run cut short
@@ -546,7 +589,8 @@ def run_peer(args):
             "max_new_tokens_per_decision": man["settings"]["max_new_tokens_per_decision"],
             "order": "rotated", "workload": man.get("workload"),
             "extra": {"inputs_dir": os.path.abspath(args.inputs_dir), "phases": not args.no_phases,
-                      "counts_requested": counts},
+                      "counts_requested": counts, "kernels": args.kernels,
+                      "warmup_shared_per_count": bool(fla)},
         }
         part = "" if done == counts else f" Partial: counts {done} of the requested {counts} were run."
         rec = build_record(env, settings, samples, note + part)
@@ -557,8 +601,22 @@ def run_peer(args):
 
     smallest = runs[counts[0]]
     with torch.no_grad():  # (not inference_mode: the shared path deep-copies the cache's tensors)
-        for p in PATHS:  # warm once per path on one decision
-            request(p, runs[1] if 1 in runs else smallest, 1)
+        counter = fla["mod"].CallCounter({**fla["pre"]["codes"], **torch_codes}) if fla else None
+        with counter or contextlib.nullcontext():
+            for p in PATHS:  # warm once per path on one decision
+                t = time.perf_counter()
+                request(p, runs[1] if 1 in runs else smallest, 1)
+                log(f"warm-up {p}: {time.perf_counter() - t:.1f} s")
+            # fla: Triton compiles and autotunes at a kernel's first call per key, and some keys hold the
+            # batch size, which only the shared path varies (its suffix batches): one pass per count
+            for n in counts if fla else []:
+                t = time.perf_counter()
+                request("shared", runs[n], n)
+                log(f"warm-up shared at {n}: {time.perf_counter() - t:.1f} s")
+        if fla:
+            fla["mod"].check_calls(counter.counts)
+            env["extra"]["kernels"]["warmup_calls"] = dict(counter.counts)  # into the record
+            log(f"warm-up calls: {counter.counts}")
         log("warm-up done")
         samples = {}
         for ci, n in enumerate(counts):
@@ -651,6 +709,12 @@ def parse_args(argv):
     ap.add_argument("--selftest", action="store_true", help="check the record builder and validator (no torch)")
     ap.add_argument("--check-layouts", nargs=2, metavar=("HF_DIR", "MLX_DIR"), default=None,
                     help="check the MLX conversion against the hf layout of the same synth seed (torch only)")
+    ap.add_argument("--kernels", choices=["torch", "fla"], default="torch",
+                    help="fla: transformers with flash-linear-attention's delta rule (bench/peers/fla_kernels.py)")
+    ap.add_argument("--fla-carry", default=None, metavar="DIR",
+                    help="the fla packed by scripts/device/fla-carry.sh (default: .carry-fla in the repository)")
+    ap.add_argument("--probe-kernels", action="store_true",
+                    help="with --kernels fla: fla's delta rule against transformers' torch one on random tensors")
     a = ap.parse_args(argv)
     if a.batch is not None and a.batch != "all":
         try:
@@ -661,11 +725,25 @@ def parse_args(argv):
             ap.error("--batch: N >= 1")
     if a.repeats < 1 or a.repeats > 1000:
         ap.error("--repeats: 1..1000")
-    if not a.selftest and not a.check_layouts and not a.record and not (a.model_dir and a.inputs_dir and a.out):
+    why = kernel_args_error(a)
+    if why:
+        ap.error(why)
+    if not a.selftest and not a.check_layouts and not a.record and not a.probe_kernels and \
+            not (a.model_dir and a.inputs_dir and a.out):
         ap.error("MODEL_DIR INPUTS_DIR OUT.json are required (or --selftest, or --compare-with with --record)")
     if a.record and not a.compare_with:
         ap.error("--record needs --compare-with")
     return a
+
+
+def kernel_args_error(a):
+    """None, or why --kernels / --fla-carry / --probe-kernels do not go with the rest."""
+    if a.fla_carry and a.kernels != "fla":
+        return "--fla-carry needs --kernels fla"
+    if a.kernels == "fla" and (a.selftest or a.check_layouts or a.record):
+        return "--kernels fla runs the peer (or --probe-kernels); not with --selftest, --check-layouts or --record"
+    from fla_kernels import check_args
+    return check_args(a.kernels, a.device, a.dtype, a.probe_kernels)
 
 
 def _load_record(path):
@@ -689,6 +767,8 @@ def main(argv):
             return peer_selftest.run()
         if a.check_layouts:
             return check_layouts(*a.check_layouts)
+        if a.probe_kernels:
+            return probe_kernels(a)
         peer = _load_record(a.record) if a.record else run_peer(a)
         if a.compare_with:
             jev = _load_record(a.compare_with)

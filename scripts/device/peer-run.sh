@@ -5,7 +5,8 @@
 # command (10 minutes), sharing a work folder that survives between commands while the
 # machine stays warm: synthesize the full-size model, dump jev's inputs, run `jev bench` on
 # the CPU cores, run the transformers peer on GPU f32, GPU bf16 and CPU f32 (same thread
-# count as jev), render the report, and copy everything worth keeping into $OUT.
+# count as jev), and on GPU bf16 with flash-linear-attention's delta rule (carried, see
+# scripts/device/fla-carry.sh), render the report, and copy everything worth keeping into $OUT.
 #
 # What it is not: a build. jev comes prebuilt from the development machine (`make
 # PORTABLE=1 BUILD=build-portable`, carried with its libspng beside it), because the GPU
@@ -16,8 +17,11 @@
 #   bash scripts/device/peer-run.sh start STEP...    run them in the background (setsid) and return
 #   bash scripts/device/peer-run.sh wait [SECONDS]   wait for a background run (default 540), collect
 #   bash scripts/device/peer-run.sh status           the tail of the background log
-# Steps: check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 report collect
+# Steps: check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 fla-probe gpu-bf16-fla report collect
 #        all = check prep jev gpu-f32 gpu-bf16 cpu-f32 report
+#        fla-probe: fla's delta rule against transformers' torch one on random tensors (Triton's first
+#        compile timed); gpu-bf16-fla: the peer with --kernels fla -> peer-cuda-bf16-fla.json. Both need
+#        .carry-fla (bash scripts/device/fla-carry.sh here, then carry it).
 #
 # Knobs (environment): JEV (build-portable/jev), PY (python3), WORK (/tmp/jev-peer),
 # OUT (set by the device tool; else $WORK/out), THREADS (all cores), COUNTS ("1 4 16 64"),
@@ -26,14 +30,16 @@
 # agreement bound printed by the comparison; exceeding it is reported, not fatal), GIT_COMMIT (the
 # commit jev was built from, recorded by jev bench: the copy on the GPU machine has no .git),
 # JEV_RECORD (the jev record the peers compare their distributions with; default $WORK/jev.json,
-# e.g. a committed bench/results/*/jev.json when this run measures peers only).
+# e.g. a committed bench/results/*/jev.json when this run measures peers only; the report step
+# reads it too), FLA_CARRY (the packed fla; default .carry-fla).
 #
 # Assumptions: x86-64 Linux with python3 holding torch + transformers (>= 5, Qwen3.5) +
 # tokenizers and a CUDA GPU for the gpu-* steps; the repository copy holds .cache/tokenizer-qwen3
 # (carried: it is ignored by git) for `jev synth`; nothing else runs on the machine while a
 # step measures (steps run one after another, never two at once). At most 8 files come back
-# from $OUT: jev.json, peer-cuda-f32.json, peer-cuda-bf16.json, peer-cpu-f32.json, report.md,
-# report.svg, compare.txt, log.txt.
+# from $OUT: collect copies, of log.txt, compare.txt, report.md, jev.json, peer-cuda-bf16-fla.json,
+# peer-cuda-bf16.json, peer-cuda-f32.json, peer-cpu-f32.json and report.svg, the first 8 that exist
+# (the rest stay in $WORK and are named in the log).
 set -euo pipefail
 
 cd "$(dirname "$0")/../.."
@@ -104,19 +110,23 @@ step_jev() {
         --repeats "$REPEATS" --output "$WORK/jev.json" "${commit[@]}"
 }
 
-# peer DEVICE DTYPE COUNTS REPEATS -> $WORK/peer-DEVICE-DTYPE.json (+ its comparison with jev)
+# peer DEVICE DTYPE COUNTS REPEATS [SUFFIX PEER_ARG...] -> $WORK/peer-DEVICE-DTYPE[-SUFFIX].json
+# (+ its comparison with jev)
 peer() {
-    local dev=$1 dt=$2 counts=$3 repeats=$4 tag
-    tag=$dev-$([ "$dt" = float32 ] && echo f32 || echo bf16)
+    local dev=$1 dt=$2 counts=$3 repeats=$4 suffix=${5:-} tag
+    shift 4
+    [ $# -gt 0 ] && shift
+    local extra=("$@")
+    tag=$dev-$([ "$dt" = float32 ] && echo f32 || echo bf16)${suffix:+-$suffix}
     local cmp=()
     local ref=${JEV_RECORD:-$WORK/jev.json}
     if [ -f "$ref" ]; then cmp=(--compare-with "$ref" --max-delta "$MAX_DELTA"); fi
     local rc=0
-    log "\$ $PY $PEER $MODEL $INPUTS $WORK/peer-$tag.json --device $dev --dtype $dt --threads $THREADS --counts $counts --repeats $repeats ${cmp[*]}"
+    log "\$ $PY $PEER $MODEL $INPUTS $WORK/peer-$tag.json --device $dev --dtype $dt --threads $THREADS --counts $counts --repeats $repeats ${extra[*]} ${cmp[*]}"
     # progress (stderr) to the console and the log; the comparison table (stdout) to its own file
     # shellcheck disable=SC2086 # counts is a list of words
     "$PY" "$PEER" "$MODEL" "$INPUTS" "$WORK/peer-$tag.json" --device "$dev" --dtype "$dt" \
-        --threads "$THREADS" --counts $counts --repeats "$repeats" "${cmp[@]}" \
+        --threads "$THREADS" --counts $counts --repeats "$repeats" "${extra[@]}" "${cmp[@]}" \
         > "$WORK/compare-$tag.txt" 2> >(tee -a "$WORK/log.txt" >&2) || rc=$?
     tee -a "$WORK/log.txt" < "$WORK/compare-$tag.txt"
     # exit 3 is the comparison's "over MAX_DELTA": expected for bf16, worth reading for f32
@@ -137,10 +147,30 @@ step_gpu_f32() { peer cuda float32 "$COUNTS" "$REPEATS"; }
 step_gpu_bf16() { peer cuda bfloat16 "$COUNTS" "$REPEATS"; }
 step_cpu_f32() { peer cpu float32 "$CPU_COUNTS" "$CPU_REPEATS"; }
 
+fla_args() {
+    FLA_ARGS=(--kernels fla)
+    [ -n "${FLA_CARRY:-}" ] && FLA_ARGS+=(--fla-carry "$FLA_CARRY")
+    [ -f "${FLA_CARRY:-.carry-fla}/SOURCE" ] ||
+        die "${FLA_CARRY:-.carry-fla}: no packed fla (bash scripts/device/fla-carry.sh GITDIR here, then carry it)"
+    log "fla: $(tr '\n' ' ' < "${FLA_CARRY:-.carry-fla}/SOURCE")"
+}
+
+# Triton JIT-compiles a small C module at its first use: gcc and Python.h must be there
+step_fla_probe() {
+    fla_args
+    run_logged "$PY" -c 'import os, shutil, sysconfig; i = sysconfig.get_paths()["include"]; print("Python.h:", os.path.join(i, "Python.h"), os.path.exists(os.path.join(i, "Python.h")), "| cc:", shutil.which("gcc") or shutil.which("cc"))'
+    run_logged "$PY" "$PEER" "${FLA_ARGS[@]}" --probe-kernels
+}
+
+step_gpu_bf16_fla() {
+    fla_args
+    peer cuda bfloat16 "$COUNTS" "$REPEATS" fla "${FLA_ARGS[@]}"
+}
+
 step_report() {
     need_jev
     local files=()
-    for f in "$WORK/jev.json" "$WORK"/peer-*.json; do [ -f "$f" ] && files+=("$f"); done
+    for f in "${JEV_RECORD:-$WORK/jev.json}" "$WORK"/peer-*.json; do [ -f "$f" ] && files+=("$f"); done
     [ "${#files[@]}" -gt 0 ] || die "no record to report"
     run_logged "$JEV" report "${files[@]}" --output "$WORK/report.md" --svg "$WORK/report.svg"
 }
@@ -151,9 +181,18 @@ step_collect() {
     for f in "$WORK"/compare-*.txt; do
         [ -f "$f" ] && { echo "== ${f##*/}"; cat "$f"; } >> "$WORK/compare.txt"
     done
-    for f in jev.json peer-cuda-f32.json peer-cuda-bf16.json peer-cpu-f32.json report.md report.svg compare.txt log.txt; do
-        [ -f "$WORK/$f" ] && cp "$WORK/$f" "$OUT/$f"
+    local n=0 left=()
+    for f in log.txt compare.txt report.md jev.json peer-cuda-bf16-fla.json peer-cuda-bf16.json peer-cuda-f32.json \
+        peer-cpu-f32.json report.svg; do
+        [ -f "$WORK/$f" ] || continue
+        if [ "$n" -lt 8 ]; then
+            cp "$WORK/$f" "$OUT/$f"
+            n=$((n + 1))
+        else
+            left+=("$f")
+        fi
     done
+    [ "${#left[@]}" -eq 0 ] || log "not collected (8 files come back at most): ${left[*]}, still in $WORK"
     log "collected into $OUT: $(find "$OUT" -maxdepth 1 -type f -printf '%f ')"
 }
 
@@ -162,11 +201,11 @@ run_steps() {
     for s in "$@"; do
         case $s in
         all) run_steps check prep jev gpu-f32 gpu-bf16 cpu-f32 report ;;
-        check | prep | layouts | profile | jev | gpu-f32 | gpu-bf16 | cpu-f32 | report | collect)
+        check | prep | layouts | profile | jev | gpu-f32 | gpu-bf16 | cpu-f32 | fla-probe | gpu-bf16-fla | report | collect)
             log "step $s"
             "step_${s//-/_}"
             ;;
-        *) die "unknown step '$s' (check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 report collect all)" ;;
+        *) die "unknown step '$s' (check prep layouts profile jev gpu-f32 gpu-bf16 cpu-f32 fla-probe gpu-bf16-fla report collect all)" ;;
         esac
     done
 }
