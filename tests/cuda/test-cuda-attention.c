@@ -6,7 +6,9 @@
  *   pointing at the device pool (span descriptors are host memory for both). Cases: several runs
  *   with n_past 0 and > 0 and spans of uneven sizes (17, 5, 1, 30, 9 rows, cut anywhere); the
  *   decision path (65 runs of 1..10 rows after one shared 530-key prefix held in two spans);
- *   a 500-row prefill; one decode row after 700 keys. Shapes: 8 query heads over 2 K/V heads with
+ *   a 500-row prefill; one decode row after 700 keys. Runs of ATT_TILE_MIN_ROWS (4) rows or more take the
+ *   tiled kernel (cuda-attention-tile.cu), shorter ones the per-row kernel: the cases hold both. In
+ *   every case each run alone gives the same bits as among the others (company). Shapes: 8 query heads over 2 K/V heads with
  *   head_dim 256 and 64, and 4 over 2 with 96, 3 over 3 with 16 (dims that leave lanes idle).
  * - vision_attention (bidirectional over all rows): n in {4, 64, 1000} with 16 heads of 64, the
  *   benchmark image (1824 patches, 12 heads of 64), a tiny case, and 64 heads of 16 over 2100
@@ -96,6 +98,18 @@ static void attention_case(const char *name, const struct acase *c, int32_t hq, 
     float *got = ct_down(dout, nq);
     printf("  %-72s NMSE %.3g\n", what, mat_nmse(o, got, nq));
     ct_check(what, o, got, nq, CT_NMSE_F32);
+    /* company: each run alone gives its rows the same bits as among all the others (the kernel a run
+     * takes, tiled or per row, is the run's own choice, and its sums depend on its own keys only) */
+    float *dalone = ct_up(NULL, nq);
+    for (int32_t r = 0; r < c->n_runs; r++) {
+        ct_ops->attention(ct_gpu, &s, dq, &dr[r], 1, dalone);
+        float *alone = ct_down(dalone, nq);
+        size_t at = (size_t)dr[r].row0 * (size_t)hq * (size_t)dh, count = (size_t)c->len[r] * (size_t)hq * (size_t)dh;
+        if (memcmp(alone + at, got + at, count * sizeof(float)) != 0)
+            fail_msg("%s: run %d (%d rows) alone differs from the same run among %d", what, r, c->len[r], c->n_runs);
+        free(alone);
+    }
+    ct_free(dalone);
     free(got);
     ct_free(dq);
     ct_free(dk);

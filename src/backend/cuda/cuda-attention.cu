@@ -3,8 +3,10 @@
  * and the vision tower's bidirectional attention.
  *
  * LM (jev_cuda_attention, as jev_cpu_attention in backend/cpu/cpu-lm.c): the host run and span
- * descriptors are flattened into two tables (runs with their first query index and first span;
- * spans with their device K/V pointers) and staged to the device. One block per (query row,
+ * descriptors are flattened into tables (runs with their first query index and first span;
+ * spans with their device K/V pointers) and staged to the device. Runs of ATT_TILE_MIN_ROWS rows or
+ * more (prefills, question suffixes) go to the tiled kernel (cuda-attention-tile.cu says why); the
+ * others (decode steps) to the per-row kernel here. Per-row kernel: one block per (query row,
  * query head): the query is kept in registers (head_dim / 32 values per lane, head_dim <= 256),
  * each of the block's warps takes every ATT_WARPS-th key of each span, dots it with the query
  * (lanes over the dims, shuffle reduction) and folds it into its own online softmax (running
@@ -47,6 +49,7 @@
 extern "C" {
 #include "base/error.h" // defines: JEV_ASSERT (a C header without its own extern "C")
 }
+#include "backend/cuda/cuda-attention-int.h" // defines: struct att_run, struct att_span, jev_cuda_attention_tiled
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_stage, jev_cuda_work, jev_cuda_to_bf16
 #include "base/half.h"             // defines: jev_f32_to_bf16 (host and device)
 
@@ -60,23 +63,6 @@ extern "C" {
 #define VIS_SOFTMAX_THREADS 256
 
 /* ---- LM attention ---- */
-
-/* One run as the kernel sees it. */
-struct att_run {
-    int64_t row0;    /* first batch row */
-    int32_t n;       /* query rows */
-    int32_t n_past;  /* query i sees keys 0..n_past+i */
-    int32_t q0;      /* index of the run's first query among all runs' queries (blockIdx.x) */
-    int32_t span0;   /* first entry of the span table */
-    int32_t n_spans; /* entries */
-    int32_t pad;
-};
-
-/* One K/V span (device rows of kv_dim floats). */
-struct att_span {
-    const float *k, *v;
-    int64_t n;
-};
 
 /* The sum of v over the 32 lanes of a warp, in every lane. */
 __device__ static inline float warp_sum(float v) {
@@ -185,46 +171,74 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
     }
 }
 
-/* One launch over n_runs runs: the flattened tables staged, grid (queries, heads). */
+/*
+ * One group of runs: the flattened tables built on the host and staged, then two launches: runs of at
+ * least ATT_TILE_MIN_ROWS rows in tiles (cuda-attention-tile.cu, when it takes the shape), the others
+ * (decode steps, short pieces) with the per-row kernel, grid (their queries, heads). Each kind has its
+ * own run table (the per-row kernel finds a query's run by q0 among its own); both share the spans.
+ */
 static void attention_group(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    int64_t n_queries = 0, n_spans = 0;
+    const bool tiled = jev_cuda_attention_tiled_fits(be, s);
+    const int32_t tile_rows = tiled ? jev_cuda_attention_tile_rows(s) : 1;
+    int64_t n_spans = 0, n_tiles = 0;
     for (int32_t r = 0; r < n_runs; r++) {
-        n_queries += runs[r].n;
         n_spans += runs[r].n_spans;
+        if (tiled && runs[r].n >= ATT_TILE_MIN_ROWS)
+            n_tiles += (runs[r].n + tile_rows - 1) / tile_rows;
     }
+    JEV_ASSERT(n_spans <= INT32_MAX && n_tiles <= INT32_MAX);
+
+    size_t run_bytes = (size_t)n_runs * sizeof(struct att_run), span_bytes = (size_t)n_spans * sizeof(struct att_span);
+    size_t tile_bytes = (size_t)n_tiles * sizeof(struct att_tile);
+    struct att_run *row_runs = (struct att_run *)malloc(run_bytes), *tile_runs = (struct att_run *)malloc(run_bytes);
+    struct att_span *hs = (struct att_span *)malloc(span_bytes > 0 ? span_bytes : 1);
+    struct att_tile *ht = (struct att_tile *)malloc(tile_bytes > 0 ? tile_bytes : 1);
+    JEV_ASSERT(row_runs != NULL && tile_runs != NULL && hs != NULL && ht != NULL);
+    int32_t n_row_runs = 0, n_tile_runs = 0, q0 = 0, span0 = 0, t = 0;
+    for (int32_t r = 0; r < n_runs; r++) {
+        const struct jev_attn_run *a = &runs[r];
+        for (int32_t sp = 0; sp < a->n_spans; sp++)
+            hs[span0 + sp] = {a->spans[sp].k, a->spans[sp].v, a->spans[sp].n};
+        if (tiled && a->n >= ATT_TILE_MIN_ROWS) {
+            for (int32_t i0 = 0; i0 < a->n; i0 += tile_rows)
+                ht[t++] = {n_tile_runs, i0};
+            tile_runs[n_tile_runs++] = {a->row0, a->n, a->n_past, 0, span0, a->n_spans, 0};
+        } else if (a->n > 0) {
+            row_runs[n_row_runs++] = {a->row0, a->n, a->n_past, q0, span0, a->n_spans, 0};
+            q0 += a->n;
+        }
+        span0 += a->n_spans;
+    }
+    const int64_t n_queries = q0; /* the per-row kernel's */
+    jev_cuda_stage_reset(be);
+    const struct att_span *ds = (const struct att_span *)jev_cuda_stage(be, hs, span_bytes > 0 ? span_bytes : 1);
+    const struct att_run *dr = NULL, *dt_runs = NULL;
+    const struct att_tile *dt = NULL;
+    if (n_queries > 0)
+        dr = (const struct att_run *)jev_cuda_stage(be, row_runs, (size_t)n_row_runs * sizeof(struct att_run));
+    if (n_tiles > 0) {
+        dt_runs = (const struct att_run *)jev_cuda_stage(be, tile_runs, (size_t)n_tile_runs * sizeof(struct att_run));
+        dt = (const struct att_tile *)jev_cuda_stage(be, ht, tile_bytes);
+    }
+    free(row_runs);
+    free(tile_runs);
+    free(hs);
+    free(ht);
+
+    if (n_tiles > 0)
+        jev_cuda_attention_tiled(be, s, q, dt_runs, ds, dt, (int32_t)n_tiles, o);
     if (n_queries == 0)
         return;
-    JEV_ASSERT(n_queries <= INT32_MAX && n_spans <= INT32_MAX);
-
-    /* the flattened tables, built on the host and staged (the stage copies them before they are freed) */
-    size_t run_bytes = (size_t)n_runs * sizeof(struct att_run), span_bytes = (size_t)n_spans * sizeof(struct att_span);
-    struct att_run *hr = (struct att_run *)malloc(run_bytes);
-    struct att_span *hs = (struct att_span *)malloc(span_bytes > 0 ? span_bytes : 1);
-    JEV_ASSERT(hr != NULL && hs != NULL);
-    int32_t q0 = 0, span0 = 0;
-    for (int32_t r = 0; r < n_runs; r++) {
-        hr[r] = {runs[r].row0, runs[r].n, runs[r].n_past, q0, span0, runs[r].n_spans, 0};
-        for (int32_t sp = 0; sp < runs[r].n_spans; sp++)
-            hs[span0 + sp] = {runs[r].spans[sp].k, runs[r].spans[sp].v, runs[r].spans[sp].n};
-        q0 += runs[r].n;
-        span0 += runs[r].n_spans;
-    }
-    jev_cuda_stage_reset(be);
-    const struct att_run *dr = (const struct att_run *)jev_cuda_stage(be, hr, run_bytes);
-    const struct att_span *ds = (const struct att_span *)jev_cuda_stage(be, hs, span_bytes > 0 ? span_bytes : 1);
-    free(hr);
-    free(hs);
-
     dim3 grid((unsigned)n_queries, (unsigned)s->n_heads);
     if (s->head_dim <= 64)
-        attn_kernel<2><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+        attn_kernel<2><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
                                                                 s->head_dim, s->scale, o);
     else if (s->head_dim <= 128)
-        attn_kernel<4><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+        attn_kernel<4><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
                                                                 s->head_dim, s->scale, o);
     else
-        attn_kernel<8><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_runs, ds, s->n_heads, s->n_kv_heads,
+        attn_kernel<8><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
                                                                 s->head_dim, s->scale, o);
     jev_cuda_check(be, cudaGetLastError(), "attention");
 }
@@ -242,7 +256,9 @@ void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, 
         int32_t g1 = g0;
         size_t bytes = 0;
         while (g1 < n_runs) {
-            size_t more = sizeof(struct att_run) + (size_t)runs[g1].n_spans * sizeof(struct att_span);
+            /* a run's entry, its spans and at most one tile per row */
+            size_t more = sizeof(struct att_run) + (size_t)runs[g1].n_spans * sizeof(struct att_span) +
+                          (size_t)runs[g1].n * sizeof(struct att_tile) + 3 * 256;
             if (g1 > g0 && bytes + more + 1024 > JEV_CUDA_STAGE_BYTES)
                 break;
             bytes += more;
