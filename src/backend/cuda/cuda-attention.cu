@@ -179,7 +179,7 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
  */
 static void attention_group(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
                             const struct jev_attn_run *runs, int32_t n_runs, float *o) {
-    const bool tiled = jev_cuda_attention_tiled_fits(be, s);
+    const bool tiled = !be->attn_per_row && jev_cuda_attention_tiled_fits(be, s);
     const int32_t tile_rows = tiled ? jev_cuda_attention_tile_rows(s) : 1;
     int64_t n_spans = 0, n_tiles = 0;
     for (int32_t r = 0; r < n_runs; r++) {

@@ -94,6 +94,7 @@ struct jev_backend {
     int n_sm;                      /* multiprocessors, for grid sizing */
     size_t gdn_chunk_shared[3];    /* dynamic shared memory the chunked delta rule's kernels were allowed
                                       (cuda-gdn-chunk.cu) */
+    bool attn_per_row;             /* JEV_CUDA_ATTN_TILES=0: no tiled LM attention (A/B timing) */
     size_t attn_tile_shared[3];    /* likewise the tiled attention kernel's, per head size (cuda-attention-tile.cu) */
     /* device bytes held through jev_cuda_malloc (ops->memory): now, peak, and the live blocks */
     int64_t mem_now, mem_peak;

@@ -54,6 +54,8 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
     be->shared_optin = prop.sharedMemPerBlockOptin; /* what a kernel may ask for (227 KiB on the H200) */
     const char *sync = getenv("JEV_CUDA_SYNC");
     be->debug_sync = sync && *sync && strcmp(sync, "0") != 0;
+    const char *tiles = getenv("JEV_CUDA_ATTN_TILES"); /* 0: every LM attention run per row (A/B timing) */
+    be->attn_per_row = tiles && strcmp(tiles, "0") == 0;
     cublasStatus_t bs = cublasCreate(&be->blas);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasSetStream(be->blas, be->stream);
