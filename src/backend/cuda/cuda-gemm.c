@@ -41,7 +41,12 @@
  * Kinds: JEV_CUDA_GEMM_F32 (exact matmul) and JEV_CUDA_GEMM_BF16 (fast matmul) pin per (output
  * columns, inner dim, output stride); JEV_CUDA_GEMM_ROWS (matmul_rows: the candidates' rows, whose
  * count is the union of a batch's candidates, so it changes with company too) pins per inner dim
- * alone, chosen for PIN_ROWS_M output columns and any output alignment.
+ * alone, chosen for PIN_ROWS_M output columns and any output alignment. Exact mode's split products
+ * (JEV_CUDA_EXACT_GEMM, cuda-gemm-split.cu) are BF16 products and JEV_CUDA_GEMM_TF32 ones (f32
+ * inputs, CUBLAS_COMPUTE_32F_FAST_TF32: their own descriptor) over the first k of rows ld apart,
+ * accumulated into Y (beta 1): pinned the same way, the inputs' row stride in the key too. beta
+ * changes only the epilogue (Y = acc + Y, element by element), so a pinned partial sum still
+ * depends on its own token's row alone.
  */
 #include "backend/cuda/cuda-int.h" // defines: struct jev_backend, jev_cuda_check, enum jev_cuda_gemm_kind
 #include "base/error.h"            // defines: jev_fail
@@ -59,6 +64,7 @@
 struct jev_cuda_pin {
     enum jev_cuda_gemm_kind kind;
     int64_t m, k, ldc; /* ROWS: m and ldc 0 (any) */
+    int64_t ld;        /* the inputs' row stride (k but for the split products' partial sums) */
     uint32_t al;       /* the inputs' alignment it was chosen for: PIN_ALIGN, or an element's (narrow) */
     bool ok;
     cublasLtMatmulAlgo_t algo;
@@ -69,6 +75,34 @@ static cudaDataType_t in_type(enum jev_cuda_gemm_kind kind) {
 }
 
 static size_t in_bytes(enum jev_cuda_gemm_kind kind) { return kind == JEV_CUDA_GEMM_BF16 ? 2 : 4; }
+
+/* The kind's descriptor: TF32's computes on TF32 tensor cores, every other kind's in f32. */
+static cublasLtMatmulDesc_t desc_of(const struct jev_backend *be, enum jev_cuda_gemm_kind kind) {
+    return kind == JEV_CUDA_GEMM_TF32 ? be->lt_desc_tf32 : be->lt_desc;
+}
+
+/* A descriptor of compute type ct, f32 scale, W transposed (Y^T = op_T(W^T) . X^T: the file header of
+ * cuda-matmul.cu); false when cuBLASLt refuses. */
+static bool desc_make(cublasLtMatmulDesc_t *d, cublasComputeType_t ct) {
+    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
+    return cublasLtMatmulDescCreate(d, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) == CUBLAS_STATUS_SUCCESS &&
+           cublasLtMatmulDescSetAttribute(*d, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n) == CUBLAS_STATUS_SUCCESS;
+}
+
+/* JEV_CUDA_EXACT_GEMM's value; false when it names no variant. */
+static bool exact_gemm_parse(const char *v, enum jev_cuda_exact_gemm *out) {
+    static const struct {
+        const char *name;
+        enum jev_cuda_exact_gemm gemm;
+    } names[] = {{"f32", JEV_CUDA_EXACT_F32}, {"bf16x6", JEV_CUDA_EXACT_BF16X6}, {"3xtf32", JEV_CUDA_EXACT_TF32X3}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(v, names[i].name) == 0) {
+            *out = names[i].gemm;
+            return true;
+        }
+    return false;
+}
 
 /* Records a failed cuBLAS(Lt) call like a CUDA error: cudaErrorUnknown with the call in where. */
 static bool lt_ok(struct jev_backend *be, cublasStatus_t st, const char *where) {
@@ -86,17 +120,17 @@ enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err
     long pn = be->pin_forced ? strtol(pin, NULL, 10) : 0;
     be->pin = pn != 0;
     be->pin_n = pn >= 2 && pn <= (1L << 20) ? pn : PIN_N;
+    /* unset or empty: the f32 product of before; the split ones are for A/B measurement (cuda-gemm-split.cu) */
+    const char *eg = getenv("JEV_CUDA_EXACT_GEMM");
+    be->exact_gemm = JEV_CUDA_EXACT_F32;
+    if (eg && *eg && !exact_gemm_parse(eg, &be->exact_gemm))
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "cuda: JEV_CUDA_EXACT_GEMM=%s is not one of f32, bf16x6, 3xtf32",
+                        eg);
     if (cublasLtCreate(&be->lt) != CUBLAS_STATUS_SUCCESS)
         return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot create its handle", be->device);
-    if (cublasLtMatmulDescCreate(&be->lt_desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) != CUBLAS_STATUS_SUCCESS)
-        return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot create the product's descriptor",
+    if (!desc_make(&be->lt_desc, CUBLAS_COMPUTE_32F) || !desc_make(&be->lt_desc_tf32, CUBLAS_COMPUTE_32F_FAST_TF32))
+        return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot make the products' descriptors",
                         be->device);
-    /* Y^T = op_T(W^T) . X^T: the file header of cuda-matmul.cu */
-    const cublasOperation_t t = CUBLAS_OP_T, n = CUBLAS_OP_N;
-    if (cublasLtMatmulDescSetAttribute(be->lt_desc, CUBLASLT_MATMUL_DESC_TRANSA, &t, sizeof t) !=
-            CUBLAS_STATUS_SUCCESS ||
-        cublasLtMatmulDescSetAttribute(be->lt_desc, CUBLASLT_MATMUL_DESC_TRANSB, &n, sizeof n) != CUBLAS_STATUS_SUCCESS)
-        return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot set the operations", be->device);
     if (!(be->lt_ws = jev_cuda_malloc(be, PIN_WS_BYTES)))
         return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: cannot allocate %zu bytes of cuBLASLt workspace",
                         be->device, PIN_WS_BYTES);
@@ -109,6 +143,8 @@ void jev_cuda_gemm_free(struct jev_backend *be) {
     be->lt_ws = NULL;
     if (be->lt_desc)
         cublasLtMatmulDescDestroy(be->lt_desc);
+    if (be->lt_desc_tf32)
+        cublasLtMatmulDescDestroy(be->lt_desc_tf32);
     if (be->lt)
         cublasLtDestroy(be->lt);
     free(be->pins);
@@ -139,36 +175,40 @@ bool jev_cuda_gemm_set_pin(struct jev_backend *be, bool on) {
 
 /* ---- the cuBLAS calls of before ---- */
 
+/* beta 0 (Y =) or 1 (Y +=, the split products' partial sums); inputs' rows ld apart. */
 static void legacy(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
-                   const void *x, int64_t n, float *y, int64_t ldy, const char *where) {
-    const float one = 1.0f, zero = 0.0f;
+                   int64_t ld, const void *x, int64_t n, float *y, int64_t ldy, float beta, const char *where) {
+    const float one = 1.0f;
     cublasStatus_t st;
-    if (kind == JEV_CUDA_GEMM_BF16)
-        st = cublasGemmEx(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, w, CUDA_R_16BF, (int)k, x,
-                          CUDA_R_16BF, (int)k, &zero, y, CUDA_R_32F, (int)ldy, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    else if (n == 1) /* one token: a gemv into the contiguous y[0..m) whatever ldy is */
-        st = cublasSgemv(be->blas, CUBLAS_OP_T, (int)k, (int)m, &one, (const float *)w, (int)k, (const float *)x, 1,
-                         &zero, y, 1);
-    else
-        st = cublasSgemm(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, (const float *)w, (int)k,
-                         (const float *)x, (int)k, &zero, y, (int)ldy);
+    if (kind == JEV_CUDA_GEMM_BF16 || kind == JEV_CUDA_GEMM_TF32) {
+        cudaDataType_t t = kind == JEV_CUDA_GEMM_BF16 ? CUDA_R_16BF : CUDA_R_32F;
+        cublasComputeType_t ct = kind == JEV_CUDA_GEMM_BF16 ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_32F_FAST_TF32;
+        st = cublasGemmEx(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, w, t, (int)ld, x, t,
+                          (int)ld, &beta, y, CUDA_R_32F, (int)ldy, ct, CUBLAS_GEMM_DEFAULT);
+    } else if (n == 1) { /* one token: a gemv into the contiguous y[0..m) whatever ldy is */
+        st = cublasSgemv(be->blas, CUBLAS_OP_T, (int)k, (int)m, &one, (const float *)w, (int)ld, (const float *)x, 1,
+                         &beta, y, 1);
+    } else {
+        st = cublasSgemm(be->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)k, &one, (const float *)w, (int)ld,
+                         (const float *)x, (int)ld, &beta, y, (int)ldy);
+    }
     lt_ok(be, st, where);
 }
 
 /* ---- choosing and finding a pin ---- */
 
-/* The three layouts of Y^T (m x n, ld ldc) = op_T(W^T (k x m, ld k)) . X^T (k x n, ld k); false (nothing
- * to destroy) when one cannot be made. */
+/* The three layouts of Y^T (m x n, ld ldc) = op_T(W^T (k x m, ld ld)) . X^T (k x n, ld ld); false
+ * (nothing to destroy) when one cannot be made. */
 struct layouts {
     cublasLtMatrixLayout_t a, b, c;
 };
 
-static bool layouts_make(struct layouts *l, enum jev_cuda_gemm_kind kind, int64_t m, int64_t k, int64_t n,
+static bool layouts_make(struct layouts *l, enum jev_cuda_gemm_kind kind, int64_t m, int64_t k, int64_t ld, int64_t n,
                          int64_t ldc) {
     memset(l, 0, sizeof *l);
     cudaDataType_t t = in_type(kind);
-    if (cublasLtMatrixLayoutCreate(&l->a, t, (uint64_t)k, (uint64_t)m, k) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatrixLayoutCreate(&l->b, t, (uint64_t)k, (uint64_t)n, k) == CUBLAS_STATUS_SUCCESS &&
+    if (cublasLtMatrixLayoutCreate(&l->a, t, (uint64_t)k, (uint64_t)m, ld) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&l->b, t, (uint64_t)k, (uint64_t)n, ld) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&l->c, CUDA_R_32F, (uint64_t)m, (uint64_t)n, ldc) == CUBLAS_STATUS_SUCCESS)
         return true;
     if (l->a)
@@ -223,13 +263,13 @@ static int candidates(struct jev_backend *be, const struct jev_cuda_pin *pin, in
     int64_t m = pin->kind == JEV_CUDA_GEMM_ROWS ? PIN_ROWS_M : pin->m;
     int64_t ldc = pin->kind == JEV_CUDA_GEMM_ROWS ? PIN_ROWS_M : pin->ldc;
     struct layouts l;
-    if (!layouts_make(&l, pin->kind, m, pin->k, n, ldc))
+    if (!layouts_make(&l, pin->kind, m, pin->k, pin->ld, n, ldc))
         return 0;
     cublasLtMatmulPreference_t pref = preference(pin->kind, pin->al, be->lt_ws_bytes);
     cublasLtMatmulHeuristicResult_t res[PIN_RESULTS];
     int got = 0, kept = 0;
-    if (!pref || cublasLtMatmulAlgoGetHeuristic(be->lt, be->lt_desc, l.a, l.b, l.c, l.c, pref, PIN_RESULTS, res,
-                                                &got) != CUBLAS_STATUS_SUCCESS)
+    if (!pref || cublasLtMatmulAlgoGetHeuristic(be->lt, desc_of(be, pin->kind), l.a, l.b, l.c, l.c, pref, PIN_RESULTS,
+                                                res, &got) != CUBLAS_STATUS_SUCCESS)
         got = 0;
     for (int i = 0; i < got; i++)
         if (res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= be->lt_ws_bytes && !splits_k(&res[i].algo))
@@ -252,12 +292,12 @@ static bool pin_choose(struct jev_backend *be, struct jev_cuda_pin *pin) {
 
 /* The pin of this key, chosen on first use (NULL: no room for the table; the call runs unpinned). */
 static const struct jev_cuda_pin *pin_find(struct jev_backend *be, enum jev_cuda_gemm_kind kind, int64_t m, int64_t k,
-                                           int64_t ldc, uint32_t al) {
+                                           int64_t ld, int64_t ldc, uint32_t al) {
     if (kind == JEV_CUDA_GEMM_ROWS)
         m = ldc = 0;
     for (int32_t i = 0; i < be->n_pins; i++) {
         const struct jev_cuda_pin *p = &be->pins[i];
-        if (p->kind == kind && p->m == m && p->k == k && p->ldc == ldc && p->al == al)
+        if (p->kind == kind && p->m == m && p->k == k && p->ld == ld && p->ldc == ldc && p->al == al)
             return p;
     }
     if (be->n_pins == be->cap_pins) {
@@ -269,7 +309,7 @@ static const struct jev_cuda_pin *pin_find(struct jev_backend *be, enum jev_cuda
         be->cap_pins = cap;
     }
     struct jev_cuda_pin *p = &be->pins[be->n_pins++];
-    *p = (struct jev_cuda_pin){.kind = kind, .m = m, .k = k, .ldc = ldc, .al = al};
+    *p = (struct jev_cuda_pin){.kind = kind, .m = m, .k = k, .ld = ld, .ldc = ldc, .al = al};
     p->ok = pin_choose(be, p);
     return p;
 }
@@ -281,10 +321,11 @@ static bool aligned(const void *p, size_t to) { return (uintptr_t)p % to == 0; }
 /* The alignment class of a call: PIN_ALIGN when its inputs' pointers and rows are 16-byte aligned
  * and its output's too (but for ROWS, whose output may sit anywhere), else an element's size (narrow:
  * odd shapes, pinned on a key of their own; the engine's buffers are 64-byte aligned, so a shape's
- * class does not change with the batch). */
-static uint32_t align_class(enum jev_cuda_gemm_kind kind, int64_t k, const void *w, const void *x, const float *y,
+ * class does not change with the batch; nor do the split products' pieces, whose offsets depend on
+ * the inner dim alone). */
+static uint32_t align_class(enum jev_cuda_gemm_kind kind, int64_t ld, const void *w, const void *x, const float *y,
                             int64_t ldc) {
-    bool wide = (size_t)k * in_bytes(kind) % PIN_ALIGN == 0 && aligned(w, PIN_ALIGN) && aligned(x, PIN_ALIGN);
+    bool wide = (size_t)ld * in_bytes(kind) % PIN_ALIGN == 0 && aligned(w, PIN_ALIGN) && aligned(x, PIN_ALIGN);
     if (kind != JEV_CUDA_GEMM_ROWS)
         wide = wide && aligned(y, PIN_ALIGN) && (size_t)ldc * sizeof(float) % PIN_ALIGN == 0;
     return wide ? PIN_ALIGN : (uint32_t)in_bytes(kind);
@@ -292,21 +333,21 @@ static uint32_t align_class(enum jev_cuda_gemm_kind kind, int64_t k, const void 
 
 /* The pinned product; false (nothing queued, nothing recorded) when this call cannot run pinned. */
 static bool pinned(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
-                   const void *x, int64_t n, float *y, int64_t ldy, const char *where) {
-    const struct jev_cuda_pin *pin = pin_find(be, kind, m, k, ldy, align_class(kind, k, w, x, y, ldy));
+                   int64_t ld, const void *x, int64_t n, float *y, int64_t ldy, float beta, const char *where) {
+    const struct jev_cuda_pin *pin = pin_find(be, kind, m, k, ld, ldy, align_class(kind, ld, w, x, y, ldy));
     if (!pin || !pin->ok)
         return false;
     struct layouts l;
-    if (!layouts_make(&l, kind, m, k, n, ldy))
+    if (!layouts_make(&l, kind, m, k, ld, n, ldy))
         return false;
+    cublasLtMatmulDesc_t desc = desc_of(be, kind);
     cublasLtMatmulHeuristicResult_t chk;
-    bool ok =
-        cublasLtMatmulAlgoCheck(be->lt, be->lt_desc, l.a, l.b, l.c, l.c, &pin->algo, &chk) == CUBLAS_STATUS_SUCCESS &&
-        chk.workspaceSize <= be->lt_ws_bytes;
+    bool ok = cublasLtMatmulAlgoCheck(be->lt, desc, l.a, l.b, l.c, l.c, &pin->algo, &chk) == CUBLAS_STATUS_SUCCESS &&
+              chk.workspaceSize <= be->lt_ws_bytes;
     if (ok) {
-        const float one = 1.0f, zero = 0.0f;
+        const float one = 1.0f;
         lt_ok(be,
-              cublasLtMatmul(be->lt, be->lt_desc, &one, w, l.a, x, l.b, &zero, y, l.c, y, l.c, &pin->algo, be->lt_ws,
+              cublasLtMatmul(be->lt, desc, &one, w, l.a, x, l.b, &beta, y, l.c, y, l.c, &pin->algo, be->lt_ws,
                              be->lt_ws_bytes, be->stream),
               where);
     }
@@ -314,14 +355,21 @@ static bool pinned(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const v
     return ok;
 }
 
-void jev_cuda_gemm(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
-                   const void *x, int64_t n, float *y, int64_t ldy, const char *where) {
+void jev_cuda_gemm_ld(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
+                      int64_t ld, const void *x, int64_t n, float *y, int64_t ldy, bool accumulate, const char *where) {
     if (n <= 0 || m <= 0)
         return;
-    bool gemv = n == 1 && kind != JEV_CUDA_GEMM_BF16; /* decode over an f32 matrix: not pinned */
-    if (be->pin && !gemv && pinned(be, kind, w, m, k, x, n, y, ldy, where))
+    const float beta = accumulate ? 1.0f : 0.0f;
+    /* decode over an f32 matrix: not pinned */
+    bool gemv = n == 1 && (kind == JEV_CUDA_GEMM_F32 || kind == JEV_CUDA_GEMM_ROWS);
+    if (be->pin && !gemv && pinned(be, kind, w, m, k, ld, x, n, y, ldy, beta, where))
         return;
     if (be->pin && !gemv)
         be->unpinned++;
-    legacy(be, kind, w, m, k, x, n, y, ldy, where);
+    legacy(be, kind, w, m, k, ld, x, n, y, ldy, beta, where);
+}
+
+void jev_cuda_gemm(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
+                   const void *x, int64_t n, float *y, int64_t ldy, const char *where) {
+    jev_cuda_gemm_ld(be, kind, w, m, k, k, x, n, y, ldy, false, where);
 }

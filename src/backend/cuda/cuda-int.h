@@ -23,6 +23,10 @@
  * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
+ *   Exact mode's product may be an error-compensated one instead of the f32
+ *   SIMT GEMM (JEV_CUDA_EXACT_GEMM=bf16x6 | 3xtf32, cuda-gemm-split.cu): f32
+ *   values split exactly into bf16 or TF32 pieces, their products on tensor
+ *   cores, checked against a double reference (test-cuda-matmul.c).
  *   The exceptions are fast mode's products (be->precision, set_precision):
  *   matmul and the vision attention's two products, bf16 inputs, f32
  *   accumulation, checked against a CPU reference of the same bf16 inputs
@@ -39,6 +43,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda-split-int.h"   // defines: enum jev_cuda_exact_gemm, jev_cuda_dequant_split
 #include "backend/cuda/cuda-weights-int.h" // defines: JEV_CUDA_DQ_CAP, jev_cuda_dequant_rows, jev_cuda_to_bf16
 #include "backend/ops.h"                   // defines: struct jev_ops, the op argument structs
 
@@ -63,17 +68,20 @@ extern "C" {
 struct jev_backend {
     int device;                   /* CUDA device ordinal */
     enum jev_precision precision; /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
-    void *dq;                     /* scratch for one weight chunk's dequantized rows (f32, or bf16 in fast mode) */
-    size_t dq_bytes;              /* its size: the largest mirrored matrix as f32, at most JEV_CUDA_DQ_CAP */
-    uint16_t *xh;                 /* fast mode: matmul's activations rounded to bf16 */
-    size_t xh_bytes;              /* its size; grown like work (synchronizing) */
+    enum jev_cuda_exact_gemm exact_gemm; /* exact mode's product of many tokens (JEV_CUDA_EXACT_GEMM; cuda-split-int.h) */
+    void *dq;        /* scratch for one weight chunk's dequantized rows (f32, bf16 in fast mode, or a split's pieces) */
+    size_t dq_bytes; /* its size: the largest mirrored matrix in its widest form, at most JEV_CUDA_DQ_CAP */
+    uint16_t *xh;    /* matmul's activations in the form its product takes: bf16 (fast mode) or the pieces of
+                        exact mode's split product (at most JEV_CUDA_SPLIT_X_CAP) */
+    size_t xh_bytes; /* its size; grown like work (synchronizing) */
     uint16_t *vh;                 /* fast mode: the vision attention's Q, K, V rounded to bf16 */
     size_t vh_bytes;              /* its size; grown like xh */
     cudaStream_t stream;          /* every op is queued here */
     cublasHandle_t blas;          /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
     /* the pinned products (cuda-gemm.c): one cuBLASLt algorithm per shape, whatever the row count */
     cublasLtHandle_t lt;
-    cublasLtMatmulDesc_t lt_desc; /* CUBLAS_COMPUTE_32F, f32 scale, W transposed: every kind */
+    cublasLtMatmulDesc_t lt_desc;      /* CUBLAS_COMPUTE_32F, f32 scale, W transposed: every kind but TF32 */
+    cublasLtMatmulDesc_t lt_desc_tf32; /* the same with CUBLAS_COMPUTE_32F_FAST_TF32: kind TF32 */
     void *lt_ws;                  /* their workspace [lt_ws_bytes] */
     size_t lt_ws_bytes;
     bool pin_forced;           /* JEV_CUDA_PIN is set: it, not set_batch_invariant, decides pin */
@@ -175,11 +183,18 @@ void jev_cuda_matrix_free(struct jev_backend *be, struct jev_matrix *dev);
 /* cuda-gemm.c: Y[n][ldy] (columns [0, m) written) = X[n][k] . W^T for W row-major [m][k] on the device,
  * with one cuBLASLt algorithm per shape whatever n is (the file says which calls run unpinned).
  * F32: exact (f32 FMA); BF16: W and X bf16, f32 accumulation; ROWS: f32, the candidates of matmul_rows,
- * pinned per inner dim alone (their count changes with the batch). */
-enum jev_cuda_gemm_kind { JEV_CUDA_GEMM_F32, JEV_CUDA_GEMM_BF16, JEV_CUDA_GEMM_ROWS };
+ * pinned per inner dim alone (their count changes with the batch); TF32: W and X f32 whose values
+ * are TF32 (exact mode's split product, CUBLAS_COMPUTE_32F_FAST_TF32). */
+enum jev_cuda_gemm_kind { JEV_CUDA_GEMM_F32, JEV_CUDA_GEMM_BF16, JEV_CUDA_GEMM_ROWS, JEV_CUDA_GEMM_TF32 };
 void jev_cuda_gemm(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
                    const void *x, int64_t n, float *y, int64_t ldy, const char *where);
-/* The cuBLASLt handle, descriptor and workspace (creation; JEV_CUDA_PIN read here), and their release. */
+/* The same over the first k values of rows ld apart (W's and X's: ld >= k), and Y += (accumulate)
+ * instead of Y =: the split products' partial sums (cuda-gemm-split.cu). Pinned per (kind, m, k, ld,
+ * ldy, alignment). */
+void jev_cuda_gemm_ld(struct jev_backend *be, enum jev_cuda_gemm_kind kind, const void *w, int64_t m, int64_t k,
+                      int64_t ld, const void *x, int64_t n, float *y, int64_t ldy, bool accumulate, const char *where);
+/* The cuBLASLt handle, descriptors and workspace (creation; JEV_CUDA_PIN and JEV_CUDA_EXACT_GEMM read
+ * here: an unknown JEV_CUDA_EXACT_GEMM fails with JEV_ERR_INVALID_ARG naming it), and their release. */
 enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err);
 void jev_cuda_gemm_free(struct jev_backend *be);
 /* Products of 2+ rows that ran unpinned while pinning was on (tests require 0 for the shapes they use),
@@ -197,6 +212,11 @@ int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y);
+
+/* cuda-gemm-split.cu: exact mode's product of more than JEV_CUDA_DIRECT_MAX_N tokens when
+ * be->exact_gemm is not F32: the weights and activations split (cuda-split-int.h), the piece products
+ * summed on tensor cores, smallest first (jev_cuda_matmul's exact branch calls it) */
+void jev_cuda_matmul_split(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
 
 /* cuda-attention.cu: LM causal GQA attention over K/V spans, vision bidirectional attention */
 void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,

@@ -15,6 +15,13 @@
  *   of the sums differs from the CPU (tests/cuda/test-cuda-matmul.c: NMSE <= 1e-7). A matrix that fits
  *   the scratch in one chunk (every matrix of the 0.8B model but the 1 GB embedding / LM head) goes
  *   through the very call an f32 matrix of the same values does: the same results.
+ *   JEV_CUDA_EXACT_GEMM (read when the backend is made) picks exact mode's product of more than
+ *   JEV_CUDA_DIRECT_MAX_N tokens, for A/B measurement: f32 (the default: the f32 product above, its
+ *   bits unchanged), bf16x6 (weights and activations split exactly into three bf16 pieces each, the
+ *   six products that matter summed on bf16 tensor cores with f32 accumulation, smallest first) or
+ *   3xtf32 (two TF32 pieces each, rounded to nearest, three products on TF32 tensor cores). Any
+ *   weight type, f32 included; fewer tokens keep the paths above. cuda-gemm-split.cu has the error
+ *   analysis; test-cuda-matmul.c measures each against a double reference and times it.
  *   Fast mode: the activations rounded to bf16 (xh), the weights as bf16 rows (a bf16 matrix where
  *   it is, any other type dequantized and rounded into dq), one product per chunk with bf16 inputs,
  *   f32 output and CUBLAS_COMPUTE_32F: tensor cores, f32 accumulation.
@@ -122,6 +129,10 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
     }
     if (be->precision == JEV_PRECISION_FAST) {
         matmul_fast(be, w, x, n, y);
+        return;
+    }
+    if (be->exact_gemm != JEV_CUDA_EXACT_F32 && n > ROWS_DIRECT_MAX_N) { /* JEV_CUDA_EXACT_GEMM: split pieces */
+        jev_cuda_matmul_split(be, w, x, n, y);
         return;
     }
     if (w->type == JEV_MTYPE_F32) {

@@ -11,6 +11,9 @@
  *   base/half.h's rounding), for matmul's cuBLAS call right after. A thread a u32 word of 2-, 4- or
  *   8-bit codes, or 8 bf16 / f16 values; one a value otherwise (3-, 5-, 6-bit codes, odd shapes).
  * - jev_cuda_to_bf16: fast mode's activations rounded to bf16, as the CPU reference rounds them.
+ * - jev_cuda_dequant_split, jev_cuda_split_rows: the pieces of exact mode's split products
+ *   (cuda-split-int.h): a weight chunk dequantized as above and split in the same pass (the f32
+ *   values are at hand there), the activations split from their f32 rows.
  *
  * Kernel -> launcher -> entry: the kernels are file-static; the launchers are the entries
  * (cuda-int.h) that cuda.c (the mirror) and cuda-matmul.cu (the products) call.
@@ -19,6 +22,7 @@ extern "C" {
 #include "base/error.h" // defines: jev_fail
 }
 #include "backend/cuda/cuda-int.h"         // defines: struct jev_backend, jev_cuda_malloc, jev_cuda_check
+#include "backend/cuda/cuda-split-int.h"   // defines: jev_split_bf16x3, jev_split_tf32x2, enum jev_cuda_split
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_wget
 #include "base/half.h"                     // defines: jev_f32_to_bf16 (host and device)
 
@@ -36,32 +40,75 @@ static unsigned dq_blocks(const struct jev_backend *be, int64_t count) {
 
 /* ---- kernels ---- */
 
-/* out[i] for i < nr * cols: element (r0 + i / cols, i % cols) of w, as f32 or rounded to bf16. */
-template <bool BF16>
-static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int64_t count, void *out) {
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
-        const int64_t r = i / w.cols, c = i - r * w.cols;
-        const float v = jev_cuda_wget(&w, r0 + r, c);
-        if (BF16)
-            ((uint16_t *)out)[i] = jev_f32_to_bf16(v);
-        else
-            ((float *)out)[i] = v;
+/* What a dequantization writes: f32 rows (exact mode), bf16 rows (fast mode), or the pieces of exact
+ * mode's split products (cuda-split-int.h: [rows][P * cols], largest first). */
+enum dq_form { DQ_F32, DQ_BF16, DQ_BF16X3, DQ_TF32X2 };
+
+/* Stores value v of row r, column c of a [rows][cols] chunk in form FORM, one element. */
+template <int FORM> static __device__ void store_one(void *out, int64_t r, int64_t c, int64_t cols, float v) {
+    if (FORM == DQ_F32) {
+        ((float *)out)[r * cols + c] = v;
+    } else if (FORM == DQ_BF16) {
+        ((uint16_t *)out)[r * cols + c] = jev_f32_to_bf16(v);
+    } else if (FORM == DQ_BF16X3) {
+        uint16_t p[3];
+        jev_split_bf16x3(v, p);
+        uint16_t *o = (uint16_t *)out + r * 3 * cols + c;
+        o[0] = p[0], o[cols] = p[1], o[2 * cols] = p[2];
+    } else {
+        float p[2];
+        jev_split_tf32x2(v, p);
+        float *o = (float *)out + r * 2 * cols + c;
+        o[0] = p[0], o[cols] = p[1];
     }
 }
 
-/* Stores PER values (PER a multiple of 4) at out + at, as f32 (16-byte stores) or rounded to bf16
- * (8-byte stores); at is a multiple of 4 and out 256-byte aligned, so every store is aligned. */
-template <bool BF16, int PER> static __device__ void store_values(void *out, int64_t at, const float *v) {
+/* out[i] for i < nr * cols: element (r0 + i / cols, i % cols) of w, in form FORM. */
+template <int FORM> static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int64_t count, void *out) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const int64_t r = i / w.cols, c = i - r * w.cols;
+        store_one<FORM>(out, r, c, w.cols, jev_cuda_wget(&w, r0 + r, c));
+    }
+}
+
+/* Four bf16 values as one 8-byte store at (uint16_t *)out + at (at a multiple of 4). */
+static __device__ void store_bf16x4(void *out, int64_t at, uint16_t a, uint16_t b, uint16_t c, uint16_t d) {
+    uint2 u;
+    u.x = (uint32_t)a | (uint32_t)b << 16;
+    u.y = (uint32_t)c | (uint32_t)d << 16;
+    *(uint2 *)((uint16_t *)out + at) = u;
+}
+
+/* Stores PER values (PER a multiple of 4) of row r from column c on, in form FORM: f32 as 16-byte
+ * stores, bf16 (each piece of a split) as 8-byte ones. c and cols are multiples of 4 and out 256-byte
+ * aligned, so every store is aligned. */
+template <int FORM, int PER>
+static __device__ void store_values(void *out, int64_t r, int64_t c, int64_t cols, const float *v) {
 #pragma unroll
     for (int k = 0; k < PER; k += 4) {
-        if (BF16) {
-            uint2 u;
-            u.x = (uint32_t)jev_f32_to_bf16(v[k]) | (uint32_t)jev_f32_to_bf16(v[k + 1]) << 16;
-            u.y = (uint32_t)jev_f32_to_bf16(v[k + 2]) | (uint32_t)jev_f32_to_bf16(v[k + 3]) << 16;
-            *(uint2 *)((uint16_t *)out + at + k) = u;
+        if (FORM == DQ_F32) {
+            *(float4 *)((float *)out + r * cols + c + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+        } else if (FORM == DQ_BF16) {
+            store_bf16x4(out, r * cols + c + k, jev_f32_to_bf16(v[k]), jev_f32_to_bf16(v[k + 1]),
+                         jev_f32_to_bf16(v[k + 2]), jev_f32_to_bf16(v[k + 3]));
+        } else if (FORM == DQ_BF16X3) {
+            uint16_t p[4][3];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                jev_split_bf16x3(v[k + j], p[j]);
+            const int64_t at = r * 3 * cols + c + k;
+#pragma unroll
+            for (int q = 0; q < 3; q++)
+                store_bf16x4(out, at + q * cols, p[0][q], p[1][q], p[2][q], p[3][q]);
         } else {
-            *(float4 *)((float *)out + at + k) = make_float4(v[k], v[k + 1], v[k + 2], v[k + 3]);
+            float p[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                jev_split_tf32x2(v[k + j], p[j]);
+            float *o = (float *)out + r * 2 * cols + c + k;
+            *(float4 *)o = make_float4(p[0][0], p[1][0], p[2][0], p[3][0]);
+            *(float4 *)(o + cols) = make_float4(p[0][1], p[1][1], p[2][1], p[3][1]);
         }
     }
 }
@@ -71,7 +118,7 @@ template <bool BF16, int PER> static __device__ void store_values(void *out, int
  * stored together. The same arithmetic as jev_cuda_wget per element, so the same bits; the per-element
  * kernel spent its time on a 64-bit division, a type switch and two scale loads per value (7 ms of a
  * 532-token prefill, issue 13's run 6). Word i of rows r0.. is element i * (32 / BITS) of the rows. */
-template <bool BF16, int BITS>
+template <int FORM, int BITS>
 static __global__ void dequant_words_kernel(struct jev_matrix w, int64_t r0, int64_t n_words, void *out) {
     constexpr int PER = 32 / BITS;
     const int64_t row_words = w.cols / PER, groups = w.cols / w.group;
@@ -86,14 +133,14 @@ static __global__ void dequant_words_kernel(struct jev_matrix w, int64_t r0, int
 #pragma unroll
         for (int k = 0; k < PER; k++)
             v[k] = JEV_CUDA_ADD_RN(JEV_CUDA_MUL_RN(s, (float)((word >> (k * BITS)) & ((1u << BITS) - 1u))), b);
-        store_values<BF16, PER>(out, i * PER, v);
+        store_values<FORM, PER>(out, r, c0, w.cols, v);
     }
 }
 
 /* bf16 or f16 rows (cols a multiple of 8), 8 values a thread: one 16-byte load, widened as base/half.h
  * widens (bit operations), stored together. Element i * 8 of rows r0.. starts group i. */
-template <bool BF16, bool SRC_BF16>
-static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, int64_t n8, void *out) {
+template <int FORM, bool SRC_BF16>
+static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, int64_t n8, int64_t cols, void *out) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
         const uint4 u = ((const uint4 *)data)[i];
@@ -104,7 +151,8 @@ static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, 
             const uint16_t h = (uint16_t)(words[k / 2] >> (16 * (k % 2)));
             v[k] = SRC_BF16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
         }
-        store_values<BF16, 8>(out, i * 8, v);
+        const int64_t r = i * 8 / cols;
+        store_values<FORM, 8>(out, r, i * 8 - r * cols, cols, v);
     }
 }
 
@@ -114,10 +162,35 @@ static __global__ void to_bf16_kernel(const float *__restrict__ x, int64_t count
         out[i] = jev_f32_to_bf16(x[i]);
 }
 
+/* Element i of x ([n][cols] f32) split in form FORM (DQ_BF16X3 or DQ_TF32X2) into its row of out, the
+ * pieces largest first or (SMALL_FIRST, the activations) smallest first. */
+template <int FORM, bool SMALL_FIRST>
+static __global__ void split_rows_kernel(const float *__restrict__ x, int64_t count, int64_t cols, void *out) {
+    constexpr int P = FORM == DQ_BF16X3 ? 3 : 2;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+        const int64_t r = i / cols, c = i - r * cols, at = r * P * cols + c;
+        if (FORM == DQ_BF16X3) {
+            uint16_t p[3];
+            jev_split_bf16x3(x[i], p);
+#pragma unroll
+            for (int q = 0; q < 3; q++)
+                ((uint16_t *)out)[at + (SMALL_FIRST ? 2 - q : q) * cols] = p[q];
+        } else {
+            float p[2];
+            jev_split_tf32x2(x[i], p);
+#pragma unroll
+            for (int q = 0; q < 2; q++)
+                ((float *)out)[at + (SMALL_FIRST ? 1 - q : q) * cols] = p[q];
+        }
+    }
+}
+
 /* ---- launchers ---- */
 
-void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out,
-                           bool as_bf16) {
+/* Rows [r0, r0 + nr) of w in form FORM into out (the three kernels' choice: jev_cuda_dequant_rows). */
+template <int FORM> static void dequant_launch(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr,
+                                               void *out) {
     const int64_t count = nr * (int64_t)w->cols;
     if (count <= 0)
         return;
@@ -126,33 +199,56 @@ void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, i
     if (w->type == JEV_MTYPE_QAFFINE && (bits == 2 || bits == 4 || bits == 8) && w->group % (32 / bits) == 0) {
         const int64_t n = count / (32 / bits);
         const unsigned nb = dq_blocks(be, n);
-#define WORDS(B)                                                                                                       \
-    (as_bf16 ? dequant_words_kernel<true, B><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out)                                \
-             : dequant_words_kernel<false, B><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out))
         if (bits == 2)
-            WORDS(2);
+            dequant_words_kernel<FORM, 2><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out);
         else if (bits == 4)
-            WORDS(4);
+            dequant_words_kernel<FORM, 4><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out);
         else
-            WORDS(8);
-#undef WORDS
+            dequant_words_kernel<FORM, 8><<<nb, DQ_THREADS, 0, st>>>(*w, r0, n, out);
     } else if ((w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0) {
         const uint16_t *src = (const uint16_t *)w->data + r0 * (int64_t)w->cols;
         const int64_t n = count / 8;
         const unsigned nb = dq_blocks(be, n);
-        const bool bf = w->type == JEV_MTYPE_BF16;
-        if (as_bf16)
-            bf ? dequant_halves_kernel<true, true><<<nb, DQ_THREADS, 0, st>>>(src, n, out)
-               : dequant_halves_kernel<true, false><<<nb, DQ_THREADS, 0, st>>>(src, n, out);
+        if (w->type == JEV_MTYPE_BF16)
+            dequant_halves_kernel<FORM, true><<<nb, DQ_THREADS, 0, st>>>(src, n, w->cols, out);
         else
-            bf ? dequant_halves_kernel<false, true><<<nb, DQ_THREADS, 0, st>>>(src, n, out)
-               : dequant_halves_kernel<false, false><<<nb, DQ_THREADS, 0, st>>>(src, n, out);
-    } else if (as_bf16) {
-        dequant_rows_kernel<true><<<dq_blocks(be, count), DQ_THREADS, 0, st>>>(*w, r0, count, out);
+            dequant_halves_kernel<FORM, false><<<nb, DQ_THREADS, 0, st>>>(src, n, w->cols, out);
     } else {
-        dequant_rows_kernel<false><<<dq_blocks(be, count), DQ_THREADS, 0, st>>>(*w, r0, count, out);
+        dequant_rows_kernel<FORM><<<dq_blocks(be, count), DQ_THREADS, 0, st>>>(*w, r0, count, out);
     }
     jev_cuda_check(be, cudaGetLastError(), "dequantize rows");
+}
+
+void jev_cuda_dequant_rows(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out,
+                           bool as_bf16) {
+    if (as_bf16)
+        dequant_launch<DQ_BF16>(be, w, r0, nr, out);
+    else
+        dequant_launch<DQ_F32>(be, w, r0, nr, out);
+}
+
+void jev_cuda_dequant_split(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out,
+                            enum jev_cuda_split split) {
+    if (split == JEV_CUDA_SPLIT_BF16X3)
+        dequant_launch<DQ_BF16X3>(be, w, r0, nr, out);
+    else
+        dequant_launch<DQ_TF32X2>(be, w, r0, nr, out);
+}
+
+void jev_cuda_split_rows(struct jev_backend *be, const float *x, int64_t n, int64_t cols, void *out,
+                         enum jev_cuda_split split, bool smallest_first) {
+    const int64_t count = n * cols;
+    if (count <= 0)
+        return;
+    const unsigned nb = dq_blocks(be, count);
+    cudaStream_t st = be->stream;
+    if (split == JEV_CUDA_SPLIT_BF16X3)
+        smallest_first ? split_rows_kernel<DQ_BF16X3, true><<<nb, DQ_THREADS, 0, st>>>(x, count, cols, out)
+                       : split_rows_kernel<DQ_BF16X3, false><<<nb, DQ_THREADS, 0, st>>>(x, count, cols, out);
+    else
+        smallest_first ? split_rows_kernel<DQ_TF32X2, true><<<nb, DQ_THREADS, 0, st>>>(x, count, cols, out)
+                       : split_rows_kernel<DQ_TF32X2, false><<<nb, DQ_THREADS, 0, st>>>(x, count, cols, out);
+    jev_cuda_check(be, cudaGetLastError(), "split rows (exact mode's split product)");
 }
 
 size_t jev_cuda_dq_bytes(const struct jev_backend *be) { return be->dq_bytes; }
@@ -237,9 +333,15 @@ enum jev_status jev_cuda_matrix_upload(struct jev_backend *be, const struct jev_
     dev->scales = sb > 0 ? p + at_s : NULL;
     dev->biases = sb > 0 ? p + at_b : NULL;
     /* the scratch serves both modes (the engine may switch between forwards): exact widens every stored
-     * type but f32 to f32 rows, fast rounds every type but bf16 to bf16 rows */
-    size_t elems = (size_t)host->rows * (size_t)host->cols;
-    enum jev_status s = dq_reserve(be, elems * (host->type == JEV_MTYPE_F32 ? 2 : 4), name, err);
+     * type but f32 to f32 rows, fast rounds every type but bf16 to bf16 rows; a split product
+     * (JEV_CUDA_EXACT_GEMM) takes every type's pieces, 6 or 8 bytes a value (the cap unchanged: the
+     * 0.8B model's scratch is capped by its LM head either way) */
+    size_t elems = (size_t)host->rows * (size_t)host->cols, per = host->type == JEV_MTYPE_F32 ? 2 : 4;
+    if (be->exact_gemm == JEV_CUDA_EXACT_BF16X6)
+        per = 6;
+    else if (be->exact_gemm == JEV_CUDA_EXACT_TF32X3)
+        per = 8;
+    enum jev_status s = dq_reserve(be, elems * per, name, err);
     if (s != JEV_OK)
         jev_cuda_matrix_free(be, dev);
     return s;
