@@ -32,6 +32,14 @@
  * same bits as the same tokens among 5 (the pinned product): the few-token boundary, which stays.
  * - company cost: the 0.8B model's product shapes at 5 to 2300 tokens, pinned against cuBLAS's own
  *   choice, both modes: milliseconds printed (the A/B that JEV_CUDA_PIN=0 gives the engine).
+ * - exact mode's split products (JEV_CUDA_EXACT_GEMM = bf16x6 | 3xtf32, cuda-gemm-split.cu; switched
+ *   on the test's backend by jev_cuda_exact_gemm_set): the pieces (the splits' promises on the host:
+ *   bf16x3 sums back exactly, tf32x2 within 2^-22; the device's pieces of every matrix type and of
+ *   activations equal the host's bit for bit); each product against the CPU over every type and
+ *   shape (NMSE <= 1e-7) and over several scratch chunks; accuracy against a double reference on the
+ *   0.8B model's shapes at 8, 100, 532 and 2304 tokens, pinned and not (NMSE and max error printed
+ *   for f32, bf16x6 and 3xtf32; bounds derived at test_split_accuracy); their cost at those shapes
+ *   (printed); and the company test runs exact mode with each of them (bit-identical, none unpinned).
  *
  * Matrices are built as tests/test-ops.c's mat_make does: deterministic values, affine codes
  * written into the little-endian bit stream, scales and biases rounded to their stype. Fast mode's
@@ -40,6 +48,7 @@
 #include "cuda-test.h"        // defines: ct_setup, ct_mirror, ct_up, ct_check, jev_cpu_ops, ct_ops
 #include "../test-matrices.h" // defines: struct mat, mat_make, mat_free
 
+#include "backend/cuda/cuda-split-int.h"   // defines: jev_cuda_dequant_split, jev_cuda_split_rows, jev_cuda_exact_gemm_set
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_dequant_rows, jev_cuda_dq_bytes, JEV_CUDA_DIRECT_MAX_N
 #include "base/half.h"                     // defines: jev_f32_to_bf16
 
@@ -443,18 +452,32 @@ static const struct mcase co_cases[] = {
     {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
     {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
     {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
+    /* the MLP's down projection: 2305 tokens of 3584 take two slices of 3xtf32's activation pieces
+     * (JEV_CUDA_SPLIT_X_CAP), the followed rows at 1150 straddling them */
+    {"q4 g64 bf16 (down)", JEV_MTYPE_QAFFINE, 1024, 3584, 4, 64, JEV_STYPE_BF16},
 };
 
-/* Every case in exact and fast mode, matmul and matmul_rows, with the batch-invariant products the batcher asks
+/* The modes of the company test: exact with each of its products (JEV_CUDA_EXACT_GEMM), then fast. */
+static const struct {
+    const char *name;
+    enum jev_precision precision;
+    enum jev_cuda_exact_gemm gemm;
+} co_modes[] = {{"exact (f32)", JEV_PRECISION_EXACT, JEV_CUDA_EXACT_F32},
+                {"exact (bf16x6)", JEV_PRECISION_EXACT, JEV_CUDA_EXACT_BF16X6},
+                {"exact (3xtf32)", JEV_PRECISION_EXACT, JEV_CUDA_EXACT_TF32X3},
+                {"fast", JEV_PRECISION_FAST, JEV_CUDA_EXACT_F32}};
+
+/* Every case in exact mode (each product) and fast mode, matmul and matmul_rows, with the batch-invariant products the batcher asks
  * for (ops->set_batch_invariant; off again after); none ran unpinned. */
 static void test_company(void **state) {
     (void)state;
     assert_non_null(ct_ops->set_batch_invariant);
     ct_ops->set_batch_invariant(ct_gpu, true);
     int64_t unpinned = jev_cuda_gemm_unpinned(ct_gpu);
-    for (int mode = 0; mode < 2; mode++) {
-        set_mode(mode ? JEV_PRECISION_FAST : JEV_PRECISION_EXACT);
-        printf("  %s mode\n", mode ? "fast" : "exact");
+    for (size_t mode = 0; mode < sizeof co_modes / sizeof co_modes[0]; mode++) {
+        set_mode(co_modes[mode].precision);
+        enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, co_modes[mode].gemm);
+        printf("  %s mode\n", co_modes[mode].name);
         for (size_t c = 0; c < sizeof co_cases / sizeof co_cases[0]; c++) {
             const struct mcase *mc = &co_cases[c];
             struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c + 40);
@@ -462,11 +485,13 @@ static void test_company(void **state) {
             float *x5 = ct_host(CO_N * mc->cols);
             ct_fill(x5, CO_N * mc->cols, 500 + (int64_t)c, 1.0f);
             co_matmul(mc->name, &m, x5);
-            co_rows(mc->name, &m, x5);
+            if (co_modes[mode].gemm == JEV_CUDA_EXACT_F32) /* matmul_rows is f32 whatever exact's product */
+                co_rows(mc->name, &m, x5);
             free(x5);
             ct_ops->matrix_release(ct_gpu, &m);
             mat_free(&a);
         }
+        jev_cuda_exact_gemm_set(ct_gpu, was);
     }
     set_mode(JEV_PRECISION_EXACT);
     ct_ops->set_batch_invariant(ct_gpu, false);
@@ -546,13 +571,331 @@ static void test_company_cost(void **state) {
     set_mode(JEV_PRECISION_EXACT);
 }
 
+/* ---- exact mode's split products (JEV_CUDA_EXACT_GEMM, cuda-gemm-split.cu) ---- */
+
+static const char *const eg_names[] = {"f32", "bf16x6", "3xtf32"};
+#define EG_N 3
+
+/* The splits' own promises over many values (host: the very functions the kernels run): BF16X3's
+ * three pieces sum to v exactly (as doubles) and are bf16 values; TF32X2's pieces are TF32 values
+ * (low 13 bits zero) within 2^-22 |v| of v. Values: the tests' data over 60 binades, signs both. */
+static void split_host_promises(void) {
+    for (int64_t i = 0; i < 200000; i++) {
+        const float v = ldexpf(ct_det(i), (int)(i % 61) - 30);
+        uint16_t p[3];
+        jev_split_bf16x3(v, p);
+        double sum = (double)jev_bf16_to_f32(p[0]) + (double)jev_bf16_to_f32(p[1]) + (double)jev_bf16_to_f32(p[2]);
+        if (sum != (double)v)
+            fail_msg("bf16x3 of %.9g: pieces 0x%04x 0x%04x 0x%04x sum to %.17g", (double)v, p[0], p[1], p[2], sum);
+        float q[2];
+        jev_split_tf32x2(v, q);
+        uint32_t u0, u1;
+        memcpy(&u0, &q[0], 4);
+        memcpy(&u1, &q[1], 4);
+        double left = fabs((double)v - (double)q[0] - (double)q[1]);
+        if ((u0 & 0x1fffu) || (u1 & 0x1fffu) || left > ldexp(fabs((double)v), -22))
+            fail_msg("tf32x2 of %.9g: pieces %.9g %.9g (bits 0x%08x 0x%08x), %.3g left", (double)v, (double)q[0],
+                     (double)q[1], u0, u1, left);
+    }
+}
+
+/* The host split of values v[count] (rows of cols) in the pieces layout of cuda-split-int.h. */
+static void *split_host(const float *v, int64_t n, int64_t cols, enum jev_cuda_split split, bool smallest_first) {
+    const int P = JEV_CUDA_SPLIT_PIECES(split);
+    void *out = malloc((size_t)(n * cols * P) * (size_t)JEV_CUDA_SPLIT_ELEM(split) + 1);
+    assert_non_null(out);
+    for (int64_t r = 0; r < n; r++)
+        for (int64_t c = 0; c < cols; c++) {
+            const float x = v[r * cols + c];
+            for (int q = 0; q < P; q++) {
+                const int64_t at = r * P * cols + (smallest_first ? P - 1 - q : q) * cols + c;
+                if (split == JEV_CUDA_SPLIT_BF16X3) {
+                    uint16_t p[3];
+                    jev_split_bf16x3(x, p);
+                    ((uint16_t *)out)[at] = p[q];
+                } else {
+                    float p[2];
+                    jev_split_tf32x2(x, p);
+                    ((float *)out)[at] = p[q];
+                }
+            }
+        }
+    return out;
+}
+
+/* Rows [r0, r0 + nr) of a's mirror through jev_cuda_dequant_split, both splits: the host split of the
+ * CPU's dequantized values, bit for bit. */
+static void split_dequant_case(const char *name, const struct mat *a, int64_t r0, int64_t nr) {
+    struct jev_matrix m = ct_mirror(&a->m);
+    const int64_t cols = a->m.cols;
+    float *v = ct_host(nr * cols);
+    for (int64_t r = 0; r < nr; r++)
+        jev_matrix_row(&a->m, r0 + r, v + r * cols);
+    for (int s = 0; s < 2; s++) {
+        const enum jev_cuda_split split = s ? JEV_CUDA_SPLIT_TF32X2 : JEV_CUDA_SPLIT_BF16X3;
+        const size_t bytes = (size_t)(nr * cols * JEV_CUDA_SPLIT_PIECES(split)) * (size_t)JEV_CUDA_SPLIT_ELEM(split);
+        void *want = split_host(v, nr, cols, split, false), *dev = ct_ops->alloc(ct_gpu, bytes + 1);
+        assert_non_null(dev);
+        jev_cuda_dequant_split(ct_gpu, &m, r0, nr, dev, split);
+        void *got = down_bytes(dev, bytes);
+        if (memcmp(want, got, bytes) != 0)
+            fail_msg("dequant split %s (%s) rows %lld..%lld: pieces differ from the host's", name, s ? "tf32x2" : "bf16x3",
+                     (long long)r0, (long long)(r0 + nr));
+        free(got), free(want);
+        ct_free(dev);
+    }
+    free(v);
+    ct_ops->matrix_release(ct_gpu, &m);
+}
+
+/* The pieces: the host splits keep their promises; the device's (weights dequantized and split in one
+ * pass, every type of MAT_CASES; activations split in both orders, odd widths too) equal the host's. */
+static void test_split_pieces(void **state) {
+    (void)state;
+    split_host_promises();
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
+        const struct mcase *mc = &mcases[c];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+        split_dequant_case(mc->name, &a, 0, mc->rows);
+        if (mc->rows > 5)
+            split_dequant_case(mc->name, &a, 3, mc->rows - 5);
+        mat_free(&a);
+    }
+    static const int64_t widths[] = {1024, 29};
+    for (size_t wi = 0; wi < 2; wi++)
+        for (int s = 0; s < 4; s++) {
+            const int64_t n = 37, cols = widths[wi];
+            const enum jev_cuda_split split = s & 1 ? JEV_CUDA_SPLIT_TF32X2 : JEV_CUDA_SPLIT_BF16X3;
+            const bool small_first = s >= 2;
+            const size_t bytes = (size_t)(n * cols * JEV_CUDA_SPLIT_PIECES(split)) * (size_t)JEV_CUDA_SPLIT_ELEM(split);
+            float *x = ct_host(n * cols);
+            for (int64_t i = 0; i < n * cols; i++)
+                x[i] = ldexpf(ct_det(i * 3 + 1), (int)(i % 41) - 20);
+            float *dx = ct_up(x, n * cols);
+            void *dev = ct_ops->alloc(ct_gpu, bytes), *want = split_host(x, n, cols, split, small_first);
+            assert_non_null(dev);
+            jev_cuda_split_rows(ct_gpu, dx, n, cols, dev, split, small_first);
+            void *got = down_bytes(dev, bytes);
+            if (memcmp(want, got, bytes) != 0)
+                fail_msg("split rows %lld x %lld (%s, %s first): pieces differ from the host's", (long long)n,
+                         (long long)cols, s & 1 ? "tf32x2" : "bf16x3", small_first ? "smallest" : "largest");
+            free(got), free(want), free(x);
+            ct_free(dev), ct_free(dx);
+        }
+    printf("  split pieces: host promises kept; device pieces equal the host's (every type, both splits)\n");
+}
+
+/* Every type and shape of MAT_CASES (odd widths: narrow pins), 7, 33 and 300 tokens, and a matrix of
+ * several scratch chunks, with each split product against the CPU: NMSE <= 1e-7, as the f32 product. */
+static void test_split_matmul(void **state) {
+    (void)state;
+    static const int64_t ns[] = {7, 33, 300};
+    for (int g = 1; g < EG_N; g++) {
+        enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
+        for (size_t c = 0; c <= sizeof mcases / sizeof mcases[0]; c++) {
+            const bool big = c == sizeof mcases / sizeof mcases[0]; /* 20000 x 1024: 82 MB of f32, pieces 2-3x */
+            const struct mcase *mc = big ? NULL : &mcases[c];
+            struct mat a = big ? mat_make(JEV_MTYPE_QAFFINE, 20000, 1024, 4, 64, JEV_STYPE_BF16, 77)
+                               : mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+            struct jev_matrix m = ct_mirror(&a.m);
+            for (size_t t = 0; t < (big ? 1 : 3); t++) {
+                const int64_t n = big ? 16 : ns[t], rows = a.m.rows, cols = a.m.cols;
+                float *x = ct_host(n * cols), *yr = ct_host(n * rows);
+                ct_fill(x, n * cols, 100 + (int64_t)t, 1.0f);
+                jev_cpu_ops.matmul(ct_cpu, &a.m, x, n, yr);
+                float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * rows);
+                ct_ops->matmul(ct_gpu, &m, dx, n, dy);
+                char what[128];
+                snprintf(what, sizeof what, "matmul %s %s %d x %d n %lld", eg_names[g],
+                         big ? "q4 (several chunks)" : mc->name, a.m.rows, a.m.cols, (long long)n);
+                check_dev(what, yr, dy, n * rows);
+                ct_free(dx), ct_free(dy);
+                free(x), free(yr);
+            }
+            ct_ops->matrix_release(ct_gpu, &m);
+            mat_free(&a);
+        }
+        jev_cuda_exact_gemm_set(ct_gpu, was);
+    }
+}
+
+/* The 0.8B model's product shapes (configs/qwen3.5-0.8b.json): rows x cols of W. LM: attention q+gate,
+ * k / v, o; DeltaNet qkv, z, a / b, out; MLP gate / up, down. Vision (768 wide, MLP 3072): qkv, proj,
+ * fc1, fc2; merger fc1, fc2. */
+static const int32_t model_shapes[][2] = {{4096, 1024}, {512, 1024},  {1024, 2048}, {6144, 1024}, {2048, 1024},
+                                          {16, 1024},   {3584, 1024}, {1024, 3584}, {2304, 768},  {768, 768},
+                                          {3072, 768},  {768, 3072},  {3072, 3072}, {1024, 3072}};
+static const int64_t model_ns[] = {8, 100, 532, 2304};
+
+#define ACC_TOKENS 12 /* tokens of each product compared with the double reference (spread over n) */
+
+/*
+ * Accuracy of each exact product against a double reference on the same inputs: 4-bit weights (the
+ * model's form) dequantized by the CPU, f32 activations; per shape and token count, the products'
+ * NMSE and max |error| / max |reference| over ACC_TOKENS tokens x every output, printed, with
+ * pinning off (a request alone) and on (the server).
+ *
+ * Bounds, what each must meet:
+ * - f32: NMSE <= CT_NMSE_F32, as every exact product (its measured NMSE is the yardstick below).
+ * - bf16x6 and 3xtf32: NMSE <= 4 NMSE_f32 + eps^2 R. The first term is the requirement: at least as
+ *   accurate as the f32 SIMT product within a factor 4 in NMSE (2 in rms error). Both sum their
+ *   products in f32 as the SIMT product does, but on tensor cores (blocks of 8 or 16 products a
+ *   step, the accumulator's rounding the hardware's: reported as truncation, not round-to-nearest,
+ *   on V100 to H100), so the accumulation's share is measured, not derived: a ratio that grows with
+ *   the inner dim past 4 means the tensor cores' accumulation is worse than sgemm's, not that a
+ *   piece is missing. The second term is what the split drops, derived (cuda-gemm-split.cu): every
+ *   product x_c w_c is computed with a relative error of at most eps (bf16x6: 2^-24 + 2^-24 + 2^-32,
+ *   the dropped x2 w3, x3 w2, x3 w3; 3xtf32: 3 2^-22 (1 + 2^-10), the pieces' rounding and x_lo
+ *   w_lo), errors that change sign from product to product (round to nearest, pieces of either
+ *   sign), so their sum's mean square is at most eps^2 sum_c (x_c w_c)^2 per output; R = sum over
+ *   the outputs of sum_c (x_c w_c)^2, divided by sum of y^2 (the reference's), turns that into NMSE.
+ *   A missing group fails: bf16x6 without x2 w1 + x1 w2 errs ~2^-9 a product, 3xtf32 without x_lo
+ *   w_hi + x_hi w_lo ~2^-12 (NMSE ~1e-9 and more at every shape). bf16x6's smallest group (x3 w1 +
+ *   x2 w2 + x1 w3, ~2^-17 a product) is at f32's own level: without it, NMSE ~1e-12 whatever k, while
+ *   f32's sums err ~u^2 k / 6 in NMSE (u = 2^-24), so only small inner dims tell: the two extra
+ *   shapes of 32 and 64 columns (a host emulation of the three groups at k = 32: 1.7e-15 with all,
+ *   1.05e-12 without the smallest, f32 7.8e-15).
+ */
+static void test_split_accuracy(void **state) {
+    (void)state;
+    static const int32_t small_shapes[][2] = {{256, 32}, {256, 64}};
+    const int n_model = (int)(sizeof model_shapes / sizeof model_shapes[0]), n_shapes = n_model + 2;
+    /* (1 + 2^-7): |v2| <= 2^-8 (1 + 2^-8) |v| and the like, rounded up */
+    const double eps[EG_N] = {0, (ldexp(1, -23) + ldexp(1, -32)) * (1 + ldexp(1, -7)),
+                              3 * ldexp(1, -22) * (1 + ldexp(1, -7))};
+    double worst_ratio[EG_N] = {0};
+    for (int s = 0; s < n_shapes; s++) {
+        const int32_t *shape = s < n_model ? model_shapes[s] : small_shapes[s - n_model];
+        const int64_t rows = shape[0], cols = shape[1];
+        struct mat a =
+            mat_make(JEV_MTYPE_QAFFINE, (int32_t)rows, (int32_t)cols, 4, cols < 64 ? 32 : 64, JEV_STYPE_BF16, 120 + s);
+        struct jev_matrix m = ct_mirror(&a.m);
+        float *wf = ct_host(rows * cols);
+        for (int64_t r = 0; r < rows; r++)
+            jev_matrix_row(&a.m, r, wf + r * cols);
+        for (size_t t = 0; t < sizeof model_ns / sizeof model_ns[0]; t++) {
+            const int64_t n = model_ns[t];
+            float *x = ct_host(n * cols);
+            ct_fill(x, n * cols, 130 + (int64_t)t + s, 1.0f);
+            /* the double reference of the followed tokens, and sum_c (x_c w_c)^2 over their outputs */
+            int64_t tok[ACC_TOKENS];
+            const int nt = n < ACC_TOKENS ? (int)n : ACC_TOKENS;
+            double *ref = malloc((size_t)(nt * rows) * sizeof(double)), den = 0, sq = 0, ref_max = 0;
+            assert_non_null(ref);
+            for (int i = 0; i < nt; i++) {
+                tok[i] = nt > 1 ? (int64_t)i * (n - 1) / (nt - 1) : 0;
+                const float *xr = x + tok[i] * cols;
+                for (int64_t r = 0; r < rows; r++) {
+                    const float *wr = wf + r * cols;
+                    double acc = 0;
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double p = (double)xr[c] * (double)wr[c];
+                        acc += p;
+                        sq += p * p;
+                    }
+                    ref[i * rows + r] = acc;
+                    den += acc * acc;
+                    ref_max = fabs(acc) > ref_max ? fabs(acc) : ref_max;
+                }
+            }
+            float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * rows);
+            for (int pin = 0; pin < 2; pin++) {
+                bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, pin != 0);
+                double nmse[EG_N], maxrel[EG_N];
+                for (int g = 0; g < EG_N; g++) {
+                    enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
+                    ct_ops->matmul(ct_gpu, &m, dx, n, dy);
+                    float *y = ct_down(dy, n * rows);
+                    jev_cuda_exact_gemm_set(ct_gpu, was);
+                    double num = 0, worst = 0;
+                    for (int i = 0; i < nt; i++)
+                        for (int64_t r = 0; r < rows; r++) {
+                            const double d = (double)y[tok[i] * rows + r] - ref[i * rows + r];
+                            if (!isfinite(d))
+                                fail_msg("%s %lld x %lld n %lld: output %lld of token %lld is %g", eg_names[g],
+                                         (long long)rows, (long long)cols, (long long)n, (long long)r,
+                                         (long long)tok[i], (double)y[tok[i] * rows + r]);
+                            num += d * d;
+                            worst = fabs(d) > worst ? fabs(d) : worst;
+                        }
+                    nmse[g] = den > 0 ? num / den : num;
+                    maxrel[g] = ref_max > 0 ? worst / ref_max : worst;
+                    free(y);
+                }
+                jev_cuda_gemm_set_pin(ct_gpu, pin_was);
+                printf("  accuracy %5lld x %5lld n %4lld %-8s:", (long long)rows, (long long)cols, (long long)n,
+                       pin ? "pinned" : "cuBLAS");
+                for (int g = 0; g < EG_N; g++)
+                    printf(" %s NMSE %.3g max %.3g%s", eg_names[g], nmse[g], maxrel[g], g + 1 < EG_N ? ";" : "\n");
+                char what[128];
+                snprintf(what, sizeof what, "f32 %lld x %lld n %lld", (long long)rows, (long long)cols, (long long)n);
+                if (!(nmse[0] <= CT_NMSE_F32))
+                    fail_msg("%s: NMSE %.3g above %.1g", what, nmse[0], CT_NMSE_F32);
+                for (int g = 1; g < EG_N; g++) {
+                    const double bound = 4 * nmse[0] + eps[g] * eps[g] * (den > 0 ? sq / den : sq);
+                    const double ratio = nmse[0] > 0 ? nmse[g] / nmse[0] : 0;
+                    worst_ratio[g] = ratio > worst_ratio[g] ? ratio : worst_ratio[g];
+                    if (!(nmse[g] <= bound))
+                        fail_msg("%s %lld x %lld n %lld (%s): NMSE %.3g above its bound %.3g (f32's %.3g, ratio %.2f)",
+                                 eg_names[g], (long long)rows, (long long)cols, (long long)n,
+                                 pin ? "pinned" : "unpinned", nmse[g], bound, nmse[0], ratio);
+                }
+            }
+            ct_free(dx), ct_free(dy);
+            free(ref), free(x);
+        }
+        free(wf);
+        ct_ops->matrix_release(ct_gpu, &m);
+        mat_free(&a);
+    }
+    printf("  accuracy: largest NMSE ratio to f32's: bf16x6 %.2f, 3xtf32 %.2f (bound 4 + the split's term)\n",
+           worst_ratio[1], worst_ratio[2]);
+}
+
+/* What each exact product costs: the model's shapes (4-bit weights) at 8 to 2304 tokens, unpinned
+ * (cuBLAS's choice: a request alone) and pinned for 512 rows (the server), milliseconds, the median of
+ * 5 after a warm-up (co_time). Printed, not required: the lead's A/B. */
+static void test_split_cost(void **state) {
+    (void)state;
+    const int n_shapes = (int)(sizeof model_shapes / sizeof model_shapes[0]);
+    const int64_t most = model_ns[sizeof model_ns / sizeof model_ns[0] - 1];
+    for (int s = 0; s < n_shapes; s++) {
+        const int64_t rows = model_shapes[s][0], cols = model_shapes[s][1];
+        struct mat a = mat_make(JEV_MTYPE_QAFFINE, (int32_t)rows, (int32_t)cols, 4, 64, JEV_STYPE_BF16, 140 + s);
+        struct jev_matrix m = ct_mirror(&a.m);
+        float *x = ct_host(most * cols);
+        ct_fill(x, most * cols, 141, 1.0f);
+        float *dx = ct_up(x, most * cols), *dy = ct_up(NULL, most * rows);
+        for (int pin = 0; pin < 2; pin++) {
+            bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, pin != 0);
+            for (int g = 0; g < EG_N; g++) {
+                enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
+                printf("  cost %-6s %5lld x %5lld, ms %-7s:", eg_names[g], (long long)rows, (long long)cols,
+                       pin ? "pin 512" : "cuBLAS");
+                for (size_t t = 0; t < sizeof model_ns / sizeof model_ns[0]; t++)
+                    printf(" n %lld %.3f", (long long)model_ns[t], co_time(&m, dx, model_ns[t], dy));
+                printf("\n");
+                jev_cuda_exact_gemm_set(ct_gpu, was);
+            }
+            jev_cuda_gemm_set_pin(ct_gpu, pin_was);
+        }
+        ct_status_ok("the timed products");
+        ct_free(dx), ct_free(dy);
+        free(x);
+        ct_ops->matrix_release(ct_gpu, &m);
+        mat_free(&a);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mirror_stored),      cmocka_unit_test(test_mirror_unsupported),
         cmocka_unit_test(test_dequant_exact),      cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_matmul_same_as_f32), cmocka_unit_test(test_matmul_rows),
         cmocka_unit_test(test_matmul_rows_many),   cmocka_unit_test(test_company),
-        cmocka_unit_test(test_company_cost),
+        cmocka_unit_test(test_company_cost),       cmocka_unit_test(test_split_pieces),
+        cmocka_unit_test(test_split_matmul),       cmocka_unit_test(test_split_accuracy),
+        cmocka_unit_test(test_split_cost),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
 }

@@ -151,7 +151,8 @@ static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, 
             const uint16_t h = (uint16_t)(words[k / 2] >> (16 * (k % 2)));
             v[k] = SRC_BF16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
         }
-        const int64_t r = i * 8 / cols;
+        /* the row and column matter to the split forms' pieces only: the plain forms store at i * 8 */
+        const int64_t r = FORM == DQ_F32 || FORM == DQ_BF16 ? 0 : i * 8 / cols;
         store_values<FORM, 8>(out, r, i * 8 - r * cols, cols, v);
     }
 }
