@@ -452,8 +452,9 @@ static const struct mcase co_cases[] = {
     {"bf16", JEV_MTYPE_BF16, 70, 128, 0, 0, JEV_STYPE_F32},
     {"q4 g64 bf16", JEV_MTYPE_QAFFINE, 70, 256, 4, 64, JEV_STYPE_BF16},
     {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
-    /* the MLP's down projection: 2305 tokens of 3584 take two slices of 3xtf32's activation pieces
-     * (JEV_CUDA_SPLIT_X_CAP), the followed rows at 1150 straddling them */
+    /* the MLP's down projection: 2305 tokens of 3584 take two slices of the split products' activation
+     * pieces (cuda-gemm-split.cu: the 64 MiB scratch the earlier tests grew holds the weights' and
+     * about 1300 tokens' pieces), the followed rows at 1150 straddling them */
     {"q4 g64 bf16 (down)", JEV_MTYPE_QAFFINE, 1024, 3584, 4, 64, JEV_STYPE_BF16},
 };
 

@@ -28,11 +28,14 @@
  * (tests/cuda/test-cuda-matmul.c, test_split_accuracy) measures the result against a double
  * reference; it does not assume either.
  *
- * Scratch: the weight pieces in the dequantization scratch dq (6 or 8 bytes a value instead of 4:
- * a chunk holds fewer rows; the mirror sizes dq for them when the variant is set at creation, capped
- * at JEV_CUDA_DQ_CAP as before, so the 0.8B model's 64 MiB is unchanged and every matrix but the LM
- * head is one chunk); the activations' pieces in xh (fast mode's bf16 activations; an engine runs one
- * mode a product), at most JEV_CUDA_SPLIT_X_CAP: more tokens run in equal slices.
+ * Scratch: none of its own. The dequantization scratch dq (64 MiB for the 0.8B model, capped by its
+ * LM head; the mirror sizes it for the pieces, 6 or 8 bytes a value, when the variant is set at
+ * creation) holds a weight chunk's pieces (at most JEV_CUDA_SPLIT_W_SHARE of it) and after them a
+ * slice of the activations' pieces. For the 0.8B model every matrix but the LM head and the vision
+ * merger's 3072 x 3072 is one chunk, and every product of its 1024-token slices and of the photo's
+ * 1824 patches one slice of tokens, in both forms (3xtf32's largest: the DeltaNet qkv's 6144 x 1024
+ * pieces, 48 MiB, with 1024 tokens' 8 MiB; the vision fc2's 1824 x 3072 tokens, 42.75 MiB, with its
+ * 18 MiB of weights). Peak device memory is unchanged.
  *
  * Company: every piece product is a jev_cuda_gemm_ld call, pinned per (kind, m, k', ld, ldy,
  * alignment) like every product (cuda-gemm.c); the pieces' offsets and strides depend on k alone and
@@ -68,58 +71,45 @@ static void piece_products(struct jev_backend *be, enum jev_cuda_split split, co
     }
 }
 
-/* Grows xh to bytes (synchronizing: queued products may still read it); false (recorded) when it
- * cannot be had. */
-static bool xh_reserve(struct jev_backend *be, size_t bytes) {
-    if (bytes <= be->xh_bytes)
-        return true;
-    cudaStreamSynchronize(be->stream);
-    jev_cuda_free(be, be->xh);
-    /* headroom for growing token counts, not past the cap (a slice never asks for more) */
-    size_t want = bytes + bytes / 4;
-    if (want > JEV_CUDA_SPLIT_X_CAP)
-        want = bytes > JEV_CUDA_SPLIT_X_CAP ? bytes : JEV_CUDA_SPLIT_X_CAP;
-    be->xh = (uint16_t *)jev_cuda_malloc(be, want);
-    be->xh_bytes = be->xh ? want : 0;
-    if (!be->xh)
-        jev_cuda_check(be, cudaErrorMemoryAllocation, "matmul (exact, split): the activations' pieces");
-    return be->xh != NULL;
-}
-
 void jev_cuda_matmul_split(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y) {
     const enum jev_cuda_split split =
         be->exact_gemm == JEV_CUDA_EXACT_BF16X6 ? JEV_CUDA_SPLIT_BF16X3 : JEV_CUDA_SPLIT_TF32X2;
     const int64_t rows = w->rows, k = w->cols;
     const size_t row_bytes = (size_t)JEV_CUDA_SPLIT_PIECES(split) * (size_t)JEV_CUDA_SPLIT_ELEM(split) * (size_t)k;
-    /* weight rows per chunk: a whole number of 8 when there are several (cuda-matmul.cu's chunk_rows:
-     * every chunk's y + r0 keeps its 16-byte alignment) */
-    int64_t chunk = jev_cuda_chunk_rows(be->dq_bytes, row_bytes, rows, 1);
+    /* dq holds a weight chunk's pieces, then a slice of tokens' pieces (256-byte aligned). The chunk is
+     * the whole matrix or the most rows that fit in JEV_CUDA_SPLIT_W_SHARE of dq, a whole number of 8
+     * when there are several (cuda-matmul.cu's chunk_rows: every chunk's y + r0 keeps its 16-byte
+     * alignment); it depends on the matrix and dq alone, never on n: the chunks' products are pinned
+     * per row count (m), so a chunk that changed with the tokens would change their bits. */
+    size_t w_room = (size_t)((double)be->dq_bytes * JEV_CUDA_SPLIT_W_SHARE);
+    if ((size_t)rows * row_bytes < w_room)
+        w_room = (size_t)rows * row_bytes;
+    int64_t chunk = jev_cuda_chunk_rows(w_room, row_bytes, rows, 1);
     if (chunk < rows && chunk >= 8)
         chunk &= ~(int64_t)7;
-    if (chunk <= 0) {
-        jev_cuda_check(be, cudaErrorInvalidValue, "matmul (exact, split): no dequantization scratch (not mirrored)");
+    const size_t x_at = ((size_t)chunk * row_bytes + 255) & ~(size_t)255;
+    const int64_t most = x_at < be->dq_bytes ? (int64_t)((be->dq_bytes - x_at) / row_bytes) : 0;
+    if (chunk <= 0 || most <= 0) {
+        jev_cuda_check(be, cudaErrorInvalidValue, "matmul (exact, split): no room in the dequantization scratch");
         return;
     }
-    /* tokens per slice: equal slices under the cap */
-    int64_t most = (int64_t)(JEV_CUDA_SPLIT_X_CAP / row_bytes);
-    most = most > 0 ? most : 1;
+    void *wp = be->dq, *xp = (char *)be->dq + x_at;
+    /* tokens in equal slices of at most `most` (each token's outputs the same bits in any slice) */
     const int64_t n_slices = (n + most - 1) / most, slice = (n + n_slices - 1) / n_slices;
-    if (!xh_reserve(be, (size_t)slice * row_bytes))
-        return;
     if (n_slices == 1) /* split once for every chunk */
-        jev_cuda_split_rows(be, x, n, k, be->xh, split, true);
-    /* the queued order makes the reuse of dq and xh safe: each split runs after the products before it */
+        jev_cuda_split_rows(be, x, n, k, xp, split, true);
+    /* the queued order makes the reuse of dq safe: each split runs after the products before it */
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t nr = rows - r0 < chunk ? rows - r0 : chunk;
         if (w->type == JEV_MTYPE_F32)
-            jev_cuda_split_rows(be, (const float *)w->data + r0 * k, nr, k, be->dq, split, false);
+            jev_cuda_split_rows(be, (const float *)w->data + r0 * k, nr, k, wp, split, false);
         else
-            jev_cuda_dequant_split(be, w, r0, nr, be->dq, split);
+            jev_cuda_dequant_split(be, w, r0, nr, wp, split);
         for (int64_t t0 = 0; t0 < n; t0 += slice) {
             const int64_t nt = n - t0 < slice ? n - t0 : slice;
             if (n_slices > 1)
-                jev_cuda_split_rows(be, x + t0 * k, nt, k, be->xh, split, true);
-            piece_products(be, split, be->dq, nr, k, be->xh, nt, y + t0 * rows + r0, rows);
+                jev_cuda_split_rows(be, x + t0 * k, nt, k, xp, split, true);
+            piece_products(be, split, wp, nr, k, xp, nt, y + t0 * rows + r0, rows);
         }
     }
 }

@@ -69,10 +69,10 @@ struct jev_backend {
     int device;                   /* CUDA device ordinal */
     enum jev_precision precision; /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
     enum jev_cuda_exact_gemm exact_gemm; /* exact mode's product of many tokens (JEV_CUDA_EXACT_GEMM; cuda-split-int.h) */
-    void *dq;        /* scratch for one weight chunk's dequantized rows (f32, bf16 in fast mode, or a split's pieces) */
+    void *dq;        /* scratch for one weight chunk's dequantized rows (f32, bf16 in fast mode), or a split
+                        product's pieces: a weight chunk's, then a slice of the activations' */
     size_t dq_bytes; /* its size: the largest mirrored matrix in its widest form, at most JEV_CUDA_DQ_CAP */
-    uint16_t *xh;    /* matmul's activations in the form its product takes: bf16 (fast mode) or the pieces of
-                        exact mode's split product (at most JEV_CUDA_SPLIT_X_CAP) */
+    uint16_t *xh;    /* fast mode: matmul's activations rounded to bf16 */
     size_t xh_bytes; /* its size; grown like work (synchronizing) */
     uint16_t *vh;                 /* fast mode: the vision attention's Q, K, V rounded to bf16 */
     size_t vh_bytes;              /* its size; grown like xh */

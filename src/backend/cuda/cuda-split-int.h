@@ -54,11 +54,9 @@ enum jev_cuda_split { JEV_CUDA_SPLIT_BF16X3, JEV_CUDA_SPLIT_TF32X2 };
 #define JEV_CUDA_SPLIT_PIECES(s) ((s) == JEV_CUDA_SPLIT_BF16X3 ? 3 : 2)
 #define JEV_CUDA_SPLIT_ELEM(s) ((s) == JEV_CUDA_SPLIT_BF16X3 ? 2 : 4)
 
-/* The activations' pieces of one product are kept under this many bytes (the backend's xh): more
- * tokens are split and multiplied in equal slices of tokens (every token's outputs the same bits
- * whatever its slice: the products are per token). 48 MiB holds the 0.8B model's largest, the
- * vision MLP's 1824 patches x 3072 as TF32X2 (44.8 MB). */
-#define JEV_CUDA_SPLIT_X_CAP ((size_t)48 << 20)
+/* A split product keeps its pieces in the dequantization scratch: a weight chunk's in at most this
+ * share of it, a slice of the tokens' in the rest (cuda-gemm-split.cu). */
+#define JEV_CUDA_SPLIT_W_SHARE 0.75
 
 /* v to TF32 (10 mantissa bits, f32's exponent), round to nearest even, as an f32 with the low 13 bits
  * zero; inf and NaN as they are (an f32 that rounds past the largest TF32 becomes inf). */
