@@ -741,15 +741,16 @@ static const int64_t model_ns[] = {8, 100, 532, 2304};
  * - bf16x6 and 3xtf32: NMSE <= 4 NMSE_f32 + eps^2 R. The first term is the requirement: at least as
  *   accurate as the f32 SIMT product within a factor 4 in NMSE (2 in rms error). Both sum their
  *   products in f32 as the SIMT product does, but on tensor cores (blocks of 8 or 16 products a
- *   step, the accumulator's rounding the hardware's: reported as truncation, not round-to-nearest,
- *   on V100 to H100), so the accumulation's share is measured, not derived: a ratio that grows with
- *   the inner dim past 4 means the tensor cores' accumulation is worse than sgemm's, not that a
- *   piece is missing. The second term is what the split drops, derived (cuda-gemm-split.cu): every
- *   product x_c w_c is computed with a relative error of at most eps (bf16x6: 2^-24 + 2^-24 + 2^-32,
- *   the dropped x2 w3, x3 w2, x3 w3; 3xtf32: 3 2^-22 (1 + 2^-10), the pieces' rounding and x_lo
- *   w_lo), errors that change sign from product to product (round to nearest, pieces of either
- *   sign), so their sum's mean square is at most eps^2 sum_c (x_c w_c)^2 per output; R = sum over
- *   the outputs of sum_c (x_c w_c)^2, divided by sum of y^2 (the reference's), turns that into NMSE.
+ *   step, the accumulator's rounding the hardware's: truncation, not round-to-nearest, on V100, T4
+ *   and A100 by Fasi et al. 2021), so the accumulation's share is measured, not derived: a ratio
+ *   that grows with the inner dim past 4 means the tensor cores' accumulation is worse than sgemm's,
+ *   not that a piece is missing. The second term is what the split drops, derived
+ *   (cuda-gemm-split.cu): every product x_c w_c is computed with a relative error of at most eps
+ *   (bf16x6: 2^-24 + 2^-24 + 2^-32, the dropped x2 w3, x3 w2, x3 w3; 3xtf32: 3 2^-22, the pieces'
+ *   rounding and x_lo w_lo; both times 1 + 2^-7 for the pieces' bounds' own second-order terms),
+ *   errors that change sign from product to product (round to nearest, pieces of either sign), so
+ *   their sum's mean square is at most eps^2 sum_c (x_c w_c)^2 per output; R = sum over the outputs
+ *   of sum_c (x_c w_c)^2, divided by sum of y^2 (the reference's), turns that into NMSE.
  *   A missing group fails: bf16x6 without x2 w1 + x1 w2 errs ~2^-9 a product, 3xtf32 without x_lo
  *   w_hi + x_hi w_lo ~2^-12 (NMSE ~1e-9 and more at every shape). bf16x6's smallest group (x3 w1 +
  *   x2 w2 + x1 w3, ~2^-17 a product) is at f32's own level: without it, NMSE ~1e-12 whatever k, while

@@ -12,7 +12,7 @@
  *     Y  = [x3 x2 x1] . [w1 w2 w3]   (k' = 3k: x3 w1 + x2 w2 + x1 w3, each <= 2^-16 |x w|)
  *     Y += [x2 x1]    . [w1 w2]      (k' = 2k: x2 w1 + x1 w2, <= 2^-8 |x w|)
  *     Y += [x1]       . [w1]         (k' = k)
- *   the brief's six products, smallest first, in three calls (one accumulator per group, two
+ *   the six products that matter, smallest first, in three calls (one accumulator per group, two
  *   epilogue additions instead of five, three launches instead of six). Dropped: x2 w3 + x3 w2 +
  *   x3 w3, at most 2^-24 + 2^-24 + 2^-32 of |x w| (bf16 rounds to 8 bits: |v2| <= 2^-8 |v|, |v3| <=
  *   2^-16 |v|), about one f32 rounding of the product.
@@ -24,7 +24,8 @@
  *   at most about 3 * 2^-22 |x w| a product.
  * What both leave to the hardware is the f32 accumulation inside a product: on tensor cores, blocks
  * of products summed at once into the accumulator, with the accumulator's rounding the tensor
- * core's (reported as truncation on V100 to H100), not the SIMT FMA's round to nearest. The test
+ * core's (truncation on V100, T4 and A100: Fasi et al., "Numerical behavior of NVIDIA tensor cores",
+ * 2021; not known here for Hopper), not the SIMT FMA's round to nearest. The test
  * (tests/cuda/test-cuda-matmul.c, test_split_accuracy) measures the result against a double
  * reference; it does not assume either.
  *
@@ -42,7 +43,7 @@
  * the splits are per element, so a token's outputs are the same bits alone or in company, in any
  * slice (test-cuda-matmul.c's company test runs both variants).
  */
-#include "backend/cuda/cuda-int.h"         // defines: struct jev_backend, jev_cuda_gemm_ld, jev_cuda_malloc
+#include "backend/cuda/cuda-int.h"         // defines: struct jev_backend, jev_cuda_gemm_ld, jev_cuda_check
 #include "backend/cuda/cuda-split-int.h"   // defines: enum jev_cuda_split, jev_cuda_dequant_split, jev_cuda_split_rows
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_chunk_rows
 
