@@ -48,7 +48,7 @@
 #include "cuda-test.h"        // defines: ct_setup, ct_mirror, ct_up, ct_check, jev_cpu_ops, ct_ops
 #include "../test-matrices.h" // defines: struct mat, mat_make, mat_free
 
-#include "backend/cuda/cuda-split-int.h"   // defines: jev_cuda_dequant_split, jev_cuda_split_rows, jev_cuda_exact_gemm_set
+#include "backend/cuda/cuda-split-int.h" // defines: jev_cuda_dequant_split, jev_cuda_split_rows, jev_cuda_exact_gemm_set
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_dequant_rows, jev_cuda_dq_bytes, JEV_CUDA_DIRECT_MAX_N
 #include "base/half.h"                     // defines: jev_f32_to_bf16
 
@@ -468,8 +468,8 @@ static const struct {
                 {"exact (3xtf32)", JEV_PRECISION_EXACT, JEV_CUDA_EXACT_TF32X3},
                 {"fast", JEV_PRECISION_FAST, JEV_CUDA_EXACT_F32}};
 
-/* Every case in exact mode (each product) and fast mode, matmul and matmul_rows, with the batch-invariant products the batcher asks
- * for (ops->set_batch_invariant; off again after); none ran unpinned. */
+/* Every case in exact mode (each product) and fast mode, matmul and matmul_rows, with the batch-invariant products the
+ * batcher asks for (ops->set_batch_invariant; off again after); none ran unpinned. */
 static void test_company(void **state) {
     (void)state;
     assert_non_null(ct_ops->set_batch_invariant);
@@ -640,8 +640,8 @@ static void split_dequant_case(const char *name, const struct mat *a, int64_t r0
         jev_cuda_dequant_split(ct_gpu, &m, r0, nr, dev, split);
         void *got = down_bytes(dev, bytes);
         if (memcmp(want, got, bytes) != 0)
-            fail_msg("dequant split %s (%s) rows %lld..%lld: pieces differ from the host's", name, s ? "tf32x2" : "bf16x3",
-                     (long long)r0, (long long)(r0 + nr));
+            fail_msg("dequant split %s (%s) rows %lld..%lld: pieces differ from the host's", name,
+                     s ? "tf32x2" : "bf16x3", (long long)r0, (long long)(r0 + nr));
         free(got), free(want);
         ct_free(dev);
     }

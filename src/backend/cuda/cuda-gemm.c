@@ -124,8 +124,7 @@ enum jev_status jev_cuda_gemm_init(struct jev_backend *be, struct jev_error *err
     const char *eg = getenv("JEV_CUDA_EXACT_GEMM");
     be->exact_gemm = JEV_CUDA_EXACT_F32;
     if (eg && *eg && !exact_gemm_parse(eg, &be->exact_gemm))
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "cuda: JEV_CUDA_EXACT_GEMM=%s is not one of f32, bf16x6, 3xtf32",
-                        eg);
+        return jev_fail(err, JEV_ERR_INVALID_ARG, "cuda: JEV_CUDA_EXACT_GEMM=%s is not one of f32, bf16x6, 3xtf32", eg);
     if (cublasLtCreate(&be->lt) != CUBLAS_STATUS_SUCCESS)
         return jev_fail(err, JEV_ERR_CUDA, "cuda: cuBLASLt on device %d: cannot create its handle", be->device);
     if (!desc_make(&be->lt_desc, CUBLAS_COMPUTE_32F) || !desc_make(&be->lt_desc_tf32, CUBLAS_COMPUTE_32F_FAST_TF32))

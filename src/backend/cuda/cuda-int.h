@@ -66,23 +66,23 @@ extern "C" {
 #define JEV_CUDA_STAGE_BYTES ((size_t)16 << 20)
 
 struct jev_backend {
-    int device;                   /* CUDA device ordinal */
-    enum jev_precision precision; /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
-    enum jev_cuda_exact_gemm exact_gemm; /* exact mode's product of many tokens (JEV_CUDA_EXACT_GEMM; cuda-split-int.h) */
-    void *dq;        /* scratch for one weight chunk's dequantized rows (f32, bf16 in fast mode), or a split
-                        product's pieces: a weight chunk's, then a slice of the activations' */
-    size_t dq_bytes; /* its size: the largest mirrored matrix in its widest form, at most JEV_CUDA_DQ_CAP */
-    uint16_t *xh;    /* fast mode: matmul's activations rounded to bf16 */
-    size_t xh_bytes; /* its size; grown like work (synchronizing) */
-    uint16_t *vh;                 /* fast mode: the vision attention's Q, K, V rounded to bf16 */
-    size_t vh_bytes;              /* its size; grown like xh */
-    cudaStream_t stream;          /* every op is queued here */
-    cublasHandle_t blas;          /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
+    int device;                          /* CUDA device ordinal */
+    enum jev_precision precision;        /* exact (f32 sgemm) or fast (bf16 GEMM, f32 accumulation): set_precision */
+    enum jev_cuda_exact_gemm exact_gemm; /* exact's many-token product: JEV_CUDA_EXACT_GEMM */
+    void *dq;            /* scratch for one weight chunk's dequantized rows (f32, bf16 in fast mode), or a split
+                            product's pieces: a weight chunk's, then a slice of the activations' */
+    size_t dq_bytes;     /* its size: the largest mirrored matrix in its widest form, at most JEV_CUDA_DQ_CAP */
+    uint16_t *xh;        /* fast mode: matmul's activations rounded to bf16 */
+    size_t xh_bytes;     /* its size; grown like work (synchronizing) */
+    uint16_t *vh;        /* fast mode: the vision attention's Q, K, V rounded to bf16 */
+    size_t vh_bytes;     /* its size; grown like xh */
+    cudaStream_t stream; /* every op is queued here */
+    cublasHandle_t blas; /* bound to stream; CUBLAS_DEFAULT_MATH: sgemm is f32 FMA, never TF32 */
     /* the pinned products (cuda-gemm.c): one cuBLASLt algorithm per shape, whatever the row count */
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t lt_desc;      /* CUBLAS_COMPUTE_32F, f32 scale, W transposed: every kind but TF32 */
     cublasLtMatmulDesc_t lt_desc_tf32; /* the same with CUBLAS_COMPUTE_32F_FAST_TF32: kind TF32 */
-    void *lt_ws;                  /* their workspace [lt_ws_bytes] */
+    void *lt_ws;                       /* their workspace [lt_ws_bytes] */
     size_t lt_ws_bytes;
     bool pin_forced;           /* JEV_CUDA_PIN is set: it, not set_batch_invariant, decides pin */
     bool pin;                  /* false: every product the cuBLAS call of before (cuda-gemm.c says when) */

@@ -64,7 +64,8 @@ template <int FORM> static __device__ void store_one(void *out, int64_t r, int64
 }
 
 /* out[i] for i < nr * cols: element (r0 + i / cols, i % cols) of w, in form FORM. */
-template <int FORM> static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int64_t count, void *out) {
+template <int FORM>
+static __global__ void dequant_rows_kernel(struct jev_matrix w, int64_t r0, int64_t count, void *out) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
         const int64_t r = i / w.cols, c = i - r * w.cols;
@@ -190,8 +191,8 @@ static __global__ void split_rows_kernel(const float *__restrict__ x, int64_t co
 /* ---- launchers ---- */
 
 /* Rows [r0, r0 + nr) of w in form FORM into out (the three kernels' choice: jev_cuda_dequant_rows). */
-template <int FORM> static void dequant_launch(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr,
-                                               void *out) {
+template <int FORM>
+static void dequant_launch(struct jev_backend *be, const struct jev_matrix *w, int64_t r0, int64_t nr, void *out) {
     const int64_t count = nr * (int64_t)w->cols;
     if (count <= 0)
         return;
