@@ -458,7 +458,10 @@ static const struct mcase co_cases[] = {
     {"q4 g64 bf16 (down)", JEV_MTYPE_QAFFINE, 1024, 3584, 4, 64, JEV_STYPE_BF16},
 };
 
-/* The modes of the company test: exact with each of its products (JEV_CUDA_EXACT_GEMM), then fast. */
+/* The modes of the company test: exact with each of its products (JEV_CUDA_EXACT_GEMM), then fast. With
+ * the batch-invariant products on, exact mode takes the pinned f32 product whatever the variant (the split
+ * products' invariance is not established: on the H100, 6 of 350 outputs of 5 tokens differed by an ulp
+ * between alone and among 65), so the split modes check that policy: their bits do not move either. */
 static const struct {
     const char *name;
     enum jev_precision precision;
@@ -801,8 +804,9 @@ static void test_split_accuracy(void **state) {
                 }
             }
             float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * rows);
-            for (int pin = 0; pin < 2; pin++) {
-                bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, pin != 0);
+            { /* unpinned only: pinned (the batcher's forwards), exact mode takes the f32 product whatever
+                 * the variant (cuda-matmul.cu), so a pinned pass would measure f32 three times */
+                bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, false);
                 double nmse[EG_N], maxrel[EG_N];
                 for (int g = 0; g < EG_N; g++) {
                     enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
@@ -826,7 +830,7 @@ static void test_split_accuracy(void **state) {
                 }
                 jev_cuda_gemm_set_pin(ct_gpu, pin_was);
                 printf("  accuracy %5lld x %5lld n %4lld %-8s:", (long long)rows, (long long)cols, (long long)n,
-                       pin ? "pinned" : "cuBLAS");
+                       "cuBLAS");
                 for (int g = 0; g < EG_N; g++)
                     printf(" %s NMSE %.3g max %.3g%s", eg_names[g], nmse[g], maxrel[g], g + 1 < EG_N ? ";" : "\n");
                 char what[128];
@@ -840,7 +844,7 @@ static void test_split_accuracy(void **state) {
                     if (!(nmse[g] <= bound))
                         fail_msg("%s %lld x %lld n %lld (%s): NMSE %.3g above its bound %.3g (f32's %.3g, ratio %.2f)",
                                  eg_names[g], (long long)rows, (long long)cols, (long long)n,
-                                 pin ? "pinned" : "unpinned", nmse[g], bound, nmse[0], ratio);
+                                 "unpinned", nmse[g], bound, nmse[0], ratio);
                 }
             }
             ct_free(dx), ct_free(dy);
@@ -855,8 +859,8 @@ static void test_split_accuracy(void **state) {
 }
 
 /* What each exact product costs: the model's shapes (4-bit weights) at 8 to 2304 tokens, unpinned
- * (cuBLAS's choice: a request alone) and pinned for 512 rows (the server), milliseconds, the median of
- * 5 after a warm-up (co_time). Printed, not required: the lead's A/B. */
+ * (cuBLAS's choice: a request alone; the batcher's pinned forwards take f32 whatever the variant),
+ * milliseconds, the median of 5 after a warm-up (co_time). Printed, not required: the A/B. */
 static void test_split_cost(void **state) {
     (void)state;
     const int n_shapes = (int)(sizeof model_shapes / sizeof model_shapes[0]);
@@ -868,12 +872,12 @@ static void test_split_cost(void **state) {
         float *x = ct_host(most * cols);
         ct_fill(x, most * cols, 141, 1.0f);
         float *dx = ct_up(x, most * cols), *dy = ct_up(NULL, most * rows);
-        for (int pin = 0; pin < 2; pin++) {
-            bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, pin != 0);
+        { /* unpinned only, as test_split_accuracy */
+            bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, false);
             for (int g = 0; g < EG_N; g++) {
                 enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
                 printf("  cost %-6s %5lld x %5lld, ms %-7s:", eg_names[g], (long long)rows, (long long)cols,
-                       pin ? "pin 512" : "cuBLAS");
+                       "cuBLAS");
                 for (size_t t = 0; t < sizeof model_ns / sizeof model_ns[0]; t++)
                     printf(" n %lld %.3f", (long long)model_ns[t], co_time(&m, dx, model_ns[t], dy));
                 printf("\n");
