@@ -337,6 +337,21 @@ static void test_bench(void **state) {
     json_t *set = json_object_get(json_object_get(rec, "settings"), "prefill_chunk");
     assert_int_equal(json_integer_value(set), 512);
     json_decref(rec);
+    /* environment.extra.knobs: the variables that change the computation, those set (exact mode does not
+     * read JEV_CPU_BF16, so setting it changes nothing here but the record) */
+    assert_int_equal(setenv("JEV_CPU_BF16", "avx512", 1), 0);
+    snprintf(args, sizeof args, "bench --model %s --workload %s --counts 1 --repeats 1 --output %s --paths shared",
+             g_model, g_work, path);
+    int knob_rc = jev(args, out, sizeof out);
+    unsetenv("JEV_CPU_BF16");
+    assert_int_equal(knob_rc, 0);
+    if (jev_bench_load_file(path, &rec, &err) != JEV_OK)
+        fail_msg("record: %s", err.msg);
+    json_t *knobs = json_object_get(json_object_get(json_object_get(rec, "environment"), "extra"), "knobs");
+    assert_non_null(knobs);
+    assert_string_equal(json_string_value(json_object_get(knobs, "JEV_CPU_BF16")), "avx512");
+    assert_null(json_object_get(knobs, "JEV_CUDA_EXACT_GEMM"));
+    json_decref(rec);
     /* --step-tokens sets the engine's slice, and the record says so (the -v line names the engine's) */
     snprintf(args, sizeof args,
              "bench --model %s --workload %s --counts 1 --repeats 1 --output %s --synthetic yes --step-tokens 64 -v",

@@ -471,6 +471,34 @@ static enum jev_status add_peak(struct br_bench *b, struct jev_bench_record *rec
     return JEV_OK;
 }
 
+/* The environment variables that change what a backend computes or how (the products, the pinning, the
+ * kernels, OpenBLAS's kernel set), those set, into environment.extra.knobs: a record made with
+ * JEV_CUDA_EXACT_GEMM=bf16x6 says so beside its "exact". */
+static enum jev_status add_knobs(struct jev_bench_record *rec, struct jev_error *err) {
+    static const char *const names[] = {"JEV_CUDA_EXACT_GEMM", "JEV_CUDA_PIN",     "JEV_CUDA_ATTN_TILES",
+                                        "JEV_CUDA_SYNC",       "JEV_CPU_BF16",     "JEV_PROFILE",
+                                        "OPENBLAS_CORETYPE",   "OPENBLAS_NUM_THREADS"};
+    json_t *knobs = json_object();
+    if (!knobs)
+        return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's knobs");
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v && json_object_set_new(knobs, names[i], json_string(v)) != 0) {
+            json_decref(knobs);
+            return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's knobs");
+        }
+    }
+    json_t *env = json_object_get(jev_bench_record_json(rec), "environment");
+    json_t *ex = json_object_get(env, "extra");
+    if (!ex && (!(ex = json_object()) || json_object_set_new(env, "extra", ex) != 0)) {
+        json_decref(knobs);
+        return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
+    }
+    if (json_object_set_new(ex, "knobs", knobs) != 0)
+        return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's knobs");
+    return JEV_OK;
+}
+
 static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out, struct jev_error *err) {
     const struct jev_bench_opts *o = &b->o;
     struct jev_bench_env env = {0};
@@ -598,6 +626,8 @@ static enum jev_status measure(struct br_bench *b, struct jev_bench_outcome *out
     out->n_samples = done;
     if (s == JEV_OK)
         s = add_peak(b, rec, err);
+    if (s == JEV_OK)
+        s = add_knobs(rec, err);
     if (o->progress)
         o->progress(o->progress_user, done, total, s == JEV_OK ? "writing the record" : "failed");
     if (s == JEV_OK)
