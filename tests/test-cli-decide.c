@@ -366,7 +366,8 @@ static void test_bench(void **state) {
     assert_int_equal(jev(args, out, sizeof out), 2);
     /* --paths: only those paths are measured, and the record's settings list them */
     snprintf(args, sizeof args,
-             "bench --model %s --workload %s --counts 1 2 --repeats 2 --output %s --synthetic yes --paths shared,independent",
+             "bench --model %s --workload %s --counts 1 2 --repeats 2 --output %s --synthetic yes --paths "
+             "shared,independent",
              g_model, g_work, path);
     assert_int_equal(jev(args, out, sizeof out), 0);
     assert_non_null(strstr(out, "8 samples"));

@@ -166,9 +166,10 @@ static void test_fla_carry(void **state) {
     snprintf(cmd, sizeof cmd, "bash '%s' '%s' >'%s' 2>&1", script, dir, log);
     assert_int_equal(run(cmd), 0);
 
-    snprintf(cmd, sizeof cmd,
-             "EINOPS_DEB='%s/einops.deb' DEST='%s/old' bash scripts/device/fla-carry.sh '%s/src/.git' v0.4.0 >'%s' 2>&1",
-             dir, dir, dir, log);
+    snprintf(
+        cmd, sizeof cmd,
+        "EINOPS_DEB='%s/einops.deb' DEST='%s/old' bash scripts/device/fla-carry.sh '%s/src/.git' v0.4.0 >'%s' 2>&1",
+        dir, dir, dir, log);
     assert_int_equal(run(cmd), 1);
     char *out = read_text(log);
     assert_non_null(out);

@@ -401,49 +401,68 @@ static void test_cuda_check_fast_step(void **state) {
     free(r.out);
 }
 
+/* ncu's CSV header, as `ncu --csv` prints it. */
+static const char *const NCU_HEADER =
+    "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
+    "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
+    "\"Metric Value\"";
+
+/* A planted ncu (base/DIR/ncu) that runs the shell lines pre (the program's own output), prints the CSV
+ * header, then runs body, in which `row ID NAME METRIC UNIT VALUE` prints one CSV row; then
+ * kernel-profile.sh 1 MODE with env_more (or NULL) beside WORK, OUT and NCU; returns the summary it
+ * wrote (malloc'd). */
+static char *kernel_profile(const char *dir, const char *mode, const char *env_more, const char *pre,
+                            const char *body) {
+    char p[PATH_MAX + 64], text[4096];
+    snprintf(text, sizeof text,
+             "%secho '%s'\n"
+             "row() { echo \"\\\"$1\\\",\\\"1\\\",\\\"jev\\\",\\\"h\\\",\\\"$2\\\",\\\"1\\\",\\\"7\\\","
+             "\\\"(256, 1, 1)\\\",\\\"(9, 16, 1)\\\",\\\"0\\\",\\\"9.0\\\",\\\"Command line profiler metrics\\\","
+             "\\\"$3\\\",\\\"$4\\\",\\\"$5\\\"\"; }\n%s",
+             pre, NCU_HEADER, body);
+    char ncu_rel[64];
+    snprintf(ncu_rel, sizeof ncu_rel, "%s/ncu", dir);
+    script(p, sizeof p, ncu_rel, text);
+    char work[PATH_MAX + 64], out[PATH_MAX + 80], ncu[PATH_MAX + 80];
+    snprintf(work, sizeof work, "WORK=%s/%s", base, dir);
+    snprintf(out, sizeof out, "OUT=%s/%s/out", base, dir);
+    snprintf(ncu, sizeof ncu, "NCU=%s/%s/ncu", base, dir);
+    const char *env[] = {work, out, ncu, env_more, NULL};
+    const char *argv[] = {"bash", "scripts/device/kernel-profile.sh", "1", mode, NULL};
+    struct cmd_result r = cmd_run(argv, root, env, -1, -1, 60);
+    cmd_print("kernel-profile.sh", &r);
+    assert_int_equal(r.code, 0);
+    free(r.out);
+    char path[PATH_MAX + 96];
+    snprintf(path, sizeof path, "%s/%s/out/kernels-%s.txt", base, dir, mode);
+    char *txt = cmd_slurp(path);
+    assert_non_null(txt);
+    return txt;
+}
+
+/* Fails unless txt has a line matching the extended regular expression pattern. */
+static void assert_line(const char *txt, const char *pattern) {
+    regex_t re;
+    assert_int_equal(regcomp(&re, pattern, REG_EXTENDED), 0);
+    int found = regexec(&re, txt, 0, NULL, 0) == 0;
+    regfree(&re);
+    if (!found)
+        fail_msg("no line /%s/ in:\n%s", pattern, txt);
+}
+
 /* scripts/device/kernel-profile.sh's summary from a planted ncu: the program's own output before ncu's CSV header
  * is skipped, times in ns / us / ms (with thousands separators) are summed by kernel name (templates and
  * arguments cut), and the table lists calls, ms and shares. */
 static void test_kernel_profile_summary(void **state) {
     (void)state;
-    char p[PATH_MAX + 64];
-    const char *h = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
-                    "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
-                    "\"Metric Value\"";
-    char body[2048];
-    snprintf(
-        body, sizeof body,
-        "echo '==PROF== Connected to process 1'\n"
-        "echo 'question         type    answer'\n"
-        "echo '%s'\n"
-        "row() { echo \"\\\"$1\\\",\\\"1\\\",\\\"jev\\\",\\\"h\\\",\\\"$2\\\",\\\"1\\\",\\\"7\\\",\\\"(256, 1, 1)\\\","
-        "\\\"(9, 16, 1)\\\",\\\"0\\\",\\\"9.0\\\",\\\"Command line profiler metrics\\\","
-        "\\\"gpu__time_duration.sum\\\",\\\"$3\\\",\\\"$4\\\"\"; }\n"
-        "row 0 'void chunk_prepare(chunk_args)' us 76.40\n"
-        "row 1 'void chunk_prepare(chunk_args)' ns '23,600'\n"
-        "row 2 'sm80_xmma_gemm_f32f32(int)' ms 1.5\n",
-        h);
-    script(p, sizeof p, "kprof/ncu", body);
-    char work[PATH_MAX + 64], out[PATH_MAX + 80], ncu[PATH_MAX + 80];
-    snprintf(work, sizeof work, "WORK=%s/kprof", base);
-    snprintf(out, sizeof out, "OUT=%s/kprof/out", base);
-    snprintf(ncu, sizeof ncu, "NCU=%s/kprof/ncu", base);
-    const char *env[] = {work, out, ncu, NULL};
-    const char *argv[] = {"bash", "scripts/device/kernel-profile.sh", "1", "exact", NULL};
-    struct cmd_result r = cmd_run(argv, root, env, -1, -1, 60);
-    cmd_print("kernel-profile.sh 1 exact", &r);
-    assert_int_equal(r.code, 0);
-    free(r.out);
-    char path[PATH_MAX + 96];
-    snprintf(path, sizeof path, "%s/kprof/out/kernels-exact.txt", base);
-    char *txt = cmd_slurp(path);
-    assert_non_null(txt);
+    char *txt = kernel_profile("kprof", "exact", NULL,
+                               "echo '==PROF== Connected to process 1'\n"
+                               "echo 'question         type    answer'\n",
+                               "row 0 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 76.40\n"
+                               "row 1 'void chunk_prepare(chunk_args)' gpu__time_duration.sum ns '23,600'\n"
+                               "row 2 'sm80_xmma_gemm_f32f32(int)' gpu__time_duration.sum ms 1.5\n");
     assert_non_null(strstr(txt, "3 launches, 1.60 ms of device time"));
-    regex_t re;
-    assert_int_equal(regcomp(&re, "\nchunk_prepare +2 +0\\.100 +6\\.2% +50\\.0\n", REG_EXTENDED), 0);
-    if (regexec(&re, txt, 0, NULL, 0) != 0)
-        fail_msg("no chunk_prepare row (2 calls, 0.100 ms) in:\n%s", txt);
-    regfree(&re);
+    assert_line(txt, "\nchunk_prepare +2 +0\\.100 +6\\.2% +50\\.0\n");
     assert_non_null(strstr(txt, "\nsm80_xmma_gemm_f32f32 "));
     free(txt);
 }
@@ -453,45 +472,17 @@ static void test_kernel_profile_summary(void **state) {
  * without them shows dashes. */
 static void test_kernel_profile_detail(void **state) {
     (void)state;
-    char p[PATH_MAX + 64];
-    const char *h = "\"ID\",\"Process ID\",\"Process Name\",\"Host Name\",\"Kernel Name\",\"Context\",\"Stream\","
-                    "\"Block Size\",\"Grid Size\",\"Device\",\"CC\",\"Section Name\",\"Metric Name\",\"Metric Unit\","
-                    "\"Metric Value\"";
-    char body[2048];
-    snprintf(body, sizeof body,
-             "echo '%s'\n"
-             "row() { echo \"\\\"$1\\\",\\\"1\\\",\\\"jev\\\",\\\"h\\\",\\\"$2\\\",\\\"1\\\",\\\"7\\\","
-             "\\\"(256, 1, 1)\\\",\\\"(9, 16, 1)\\\",\\\"0\\\",\\\"9.0\\\",\\\"Command line profiler metrics\\\","
-             "\\\"$3\\\",\\\"$4\\\",\\\"$5\\\"\"; }\n"
-             "row 0 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 300\n"
-             "row 0 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed %% 80\n"
-             "row 0 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed %% 10\n"
-             "row 1 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 100\n"
-             "row 1 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed %% 20\n"
-             "row 1 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed %% 50\n"
-             "row 2 'gemm(int)' gpu__time_duration.sum ms 1.6\n",
-             h);
-    script(p, sizeof p, "kdetail/ncu", body);
-    char work[PATH_MAX + 64], out[PATH_MAX + 80], ncu[PATH_MAX + 80];
-    snprintf(work, sizeof work, "WORK=%s/kdetail", base);
-    snprintf(out, sizeof out, "OUT=%s/kdetail/out", base);
-    snprintf(ncu, sizeof ncu, "NCU=%s/kdetail/ncu", base);
-    const char *env[] = {work, out, ncu, "DETAIL=1", NULL};
-    const char *argv[] = {"bash", "scripts/device/kernel-profile.sh", "1", "fast", NULL};
-    struct cmd_result r = cmd_run(argv, root, env, -1, -1, 60);
-    cmd_print("DETAIL=1 kernel-profile.sh 1 fast", &r);
-    assert_int_equal(r.code, 0);
-    free(r.out);
-    char path[PATH_MAX + 96];
-    snprintf(path, sizeof path, "%s/kdetail/out/kernels-fast.txt", base);
-    char *txt = cmd_slurp(path);
-    assert_non_null(txt);
+    char *txt = kernel_profile(
+        "kdetail", "fast", "DETAIL=1", "",
+        "row 0 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 300\n"
+        "row 0 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed % 80\n"
+        "row 0 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed % 10\n"
+        "row 1 'void chunk_prepare(chunk_args)' gpu__time_duration.sum us 100\n"
+        "row 1 'void chunk_prepare(chunk_args)' dram__throughput.avg.pct_of_peak_sustained_elapsed % 20\n"
+        "row 1 'void chunk_prepare(chunk_args)' sm__throughput.avg.pct_of_peak_sustained_elapsed % 50\n"
+        "row 2 'gemm(int)' gpu__time_duration.sum ms 1.6\n");
     assert_non_null(strstr(txt, "3 launches, 2.00 ms of device time"));
-    regex_t re;
-    assert_int_equal(regcomp(&re, "\nchunk_prepare +2 +0\\.400 +20\\.0% +200\\.0 +65\\.0 +20\\.0\n", REG_EXTENDED), 0);
-    if (regexec(&re, txt, 0, NULL, 0) != 0)
-        fail_msg("no chunk_prepare row (2 calls, 0.400 ms, 65 %% DRAM, 20 %% SM) in:\n%s", txt);
-    regfree(&re);
+    assert_line(txt, "\nchunk_prepare +2 +0\\.400 +20\\.0% +200\\.0 +65\\.0 +20\\.0\n");
     assert_non_null(strstr(txt, "\ngemm "));
     assert_non_null(strstr(txt, "     -     -\n"));
     free(txt);

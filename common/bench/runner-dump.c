@@ -116,19 +116,20 @@ static json_t *manifest(struct br_bench *b, const char *pix_sha, json_t *runs) {
     const char *id = b->o.model_id ? b->o.model_id : (base && base[1] ? base + 1 : b->o.model_dir);
     json_t *synthetic = b->o.model_synthetic < 0 ? json_null() : json_boolean(b->o.model_synthetic == 1);
     json_t *batch = b->o.batch > 0 ? json_integer(b->o.batch) : json_string("all");
-    return json_pack(
-        "{s:s, s:{s:s, s:s*}, s:{s:s, s:s, s:s, s:o, s:o}, s:{s:s, s:s, s:i, s:i, s:i, s:i}, s:s, "
-        "s:{s:o, s:s, s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i}, s:o, "
-        "s:{s:s, s:s, s:s, s:[i,i], s:[i,i,i], s:s}, s:o}",
-        "format", "jev-bench-inputs/1", "jev", "version", jev_version(), "git_commit", b->git[0] ? b->git : NULL,
-        "model", "id", id, "dir", b->o.model_dir, "layout", br_layout_name(b), "synthetic", synthetic, "weights",
-        weights, "image", "path", b->image_path, "sha256", b->image_sha256, "width", b->image_w, "height", b->image_h,
-        "resized_width", b->resized_w, "resized_height", b->resized_h, "workload", b->o.workload, "settings", "batch",
-        batch, "scoring", "label", "image_max_side", b->image_max_side, "prefill_chunk", br_step_tokens(b), "max_new_tokens_min", 128,
-        "max_new_tokens_per_decision", 24, "special_ids", "image_token_id", c->ids.image_pad, "vision_start_token_id",
-        c->ids.vision_start, "vision_end_token_id", c->ids.vision_end, "eos_token_ids", eos, "pixel_values", "file",
-        "pixel_values.f32", "dtype", "float32", "byte_order", "little", "shape", b->vin.size.n_patches,
-        b->vin.size.patch_dim, "grid_thw", 1, b->vin.size.grid_h, b->vin.size.grid_w, "sha256", pix_sha, "runs", runs);
+    return json_pack("{s:s, s:{s:s, s:s*}, s:{s:s, s:s, s:s, s:o, s:o}, s:{s:s, s:s, s:i, s:i, s:i, s:i}, s:s, "
+                     "s:{s:o, s:s, s:i, s:i, s:i, s:i}, s:{s:i, s:i, s:i}, s:o, "
+                     "s:{s:s, s:s, s:s, s:[i,i], s:[i,i,i], s:s}, s:o}",
+                     "format", "jev-bench-inputs/1", "jev", "version", jev_version(), "git_commit",
+                     b->git[0] ? b->git : NULL, "model", "id", id, "dir", b->o.model_dir, "layout", br_layout_name(b),
+                     "synthetic", synthetic, "weights", weights, "image", "path", b->image_path, "sha256",
+                     b->image_sha256, "width", b->image_w, "height", b->image_h, "resized_width", b->resized_w,
+                     "resized_height", b->resized_h, "workload", b->o.workload, "settings", "batch", batch, "scoring",
+                     "label", "image_max_side", b->image_max_side, "prefill_chunk", br_step_tokens(b),
+                     "max_new_tokens_min", 128, "max_new_tokens_per_decision", 24, "special_ids", "image_token_id",
+                     c->ids.image_pad, "vision_start_token_id", c->ids.vision_start, "vision_end_token_id",
+                     c->ids.vision_end, "eos_token_ids", eos, "pixel_values", "file", "pixel_values.f32", "dtype",
+                     "float32", "byte_order", "little", "shape", b->vin.size.n_patches, b->vin.size.patch_dim,
+                     "grid_thw", 1, b->vin.size.grid_h, b->vin.size.grid_w, "sha256", pix_sha, "runs", runs);
 }
 
 /* ---- the folder ---- */

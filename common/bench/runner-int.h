@@ -30,8 +30,8 @@ struct br_bench {
     int32_t n_paths;           /* the paths measured (o.paths), in the record's order: */
     const char *paths[3];      /* their names (a subset of generate_json, independent, shared) */
     enum jev_decide_path path_ids[3];
-    char image_path[4096];     /* the photo, resolved */
-    int32_t image_max_side;    /* the workload's bound (768) */
+    char image_path[4096];  /* the photo, resolved */
+    int32_t image_max_side; /* the workload's bound (768) */
     /* environment */
     char git[41];                             /* HEAD commit, "" when unknown */
     int32_t n_weights;                        /* entries of weights */

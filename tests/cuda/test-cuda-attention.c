@@ -8,8 +8,8 @@
  *   decision path (65 runs of 1..10 rows after one shared 530-key prefix held in two spans);
  *   a 500-row prefill; one decode row after 700 keys. Runs of ATT_TILE_MIN_ROWS (4) rows or more take the
  *   tiled kernel (cuda-attention-tile.cu), shorter ones the per-row kernel: the cases hold both. In
- *   every case each run alone gives the same bits as among the others (company). Shapes: 8 query heads over 2 K/V heads with
- *   head_dim 256 and 64, and 4 over 2 with 96, 3 over 3 with 16 (dims that leave lanes idle).
+ *   every case each run alone gives the same bits as among the others (company). Shapes: 8 query heads over 2 K/V heads
+ * with head_dim 256 and 64, and 4 over 2 with 96, 3 over 3 with 16 (dims that leave lanes idle).
  * - vision_attention (bidirectional over all rows): n in {4, 64, 1000} with 16 heads of 64, the
  *   benchmark image (1824 patches, 12 heads of 64), a tiny case, and 64 heads of 16 over 2100
  *   rows, whose scores exceed the kernel's scratch bound so that queries go in several blocks.

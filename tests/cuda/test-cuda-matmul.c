@@ -805,7 +805,7 @@ static void test_split_accuracy(void **state) {
             }
             float *dx = ct_up(x, n * cols), *dy = ct_up(NULL, n * rows);
             { /* unpinned only: pinned (the batcher's forwards), exact mode takes the f32 product whatever
-                 * the variant (cuda-matmul.cu), so a pinned pass would measure f32 three times */
+               * the variant (cuda-matmul.cu), so a pinned pass would measure f32 three times */
                 bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, false);
                 double nmse[EG_N], maxrel[EG_N];
                 for (int g = 0; g < EG_N; g++) {
@@ -843,8 +843,8 @@ static void test_split_accuracy(void **state) {
                     worst_ratio[g] = ratio > worst_ratio[g] ? ratio : worst_ratio[g];
                     if (!(nmse[g] <= bound))
                         fail_msg("%s %lld x %lld n %lld (%s): NMSE %.3g above its bound %.3g (f32's %.3g, ratio %.2f)",
-                                 eg_names[g], (long long)rows, (long long)cols, (long long)n,
-                                 "unpinned", nmse[g], bound, nmse[0], ratio);
+                                 eg_names[g], (long long)rows, (long long)cols, (long long)n, "unpinned", nmse[g],
+                                 bound, nmse[0], ratio);
                 }
             }
             ct_free(dx), ct_free(dy);
@@ -876,8 +876,7 @@ static void test_split_cost(void **state) {
             bool pin_was = jev_cuda_gemm_set_pin(ct_gpu, false);
             for (int g = 0; g < EG_N; g++) {
                 enum jev_cuda_exact_gemm was = jev_cuda_exact_gemm_set(ct_gpu, (enum jev_cuda_exact_gemm)g);
-                printf("  cost %-6s %5lld x %5lld, ms %-7s:", eg_names[g], (long long)rows, (long long)cols,
-                       "cuBLAS");
+                printf("  cost %-6s %5lld x %5lld, ms %-7s:", eg_names[g], (long long)rows, (long long)cols, "cuBLAS");
                 for (size_t t = 0; t < sizeof model_ns / sizeof model_ns[0]; t++)
                     printf(" n %lld %.3f", (long long)model_ns[t], co_time(&m, dx, model_ns[t], dy));
                 printf("\n");

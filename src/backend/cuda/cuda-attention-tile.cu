@@ -34,8 +34,8 @@ extern "C" {
 #define TILE_KEYS 32
 #define TILE_WARPS 8
 #define TILE_THREADS (TILE_WARPS * 32)
-#define TILE_PAIRS 32                   /* (query row, query head) pairs per block */
-#define PPW (TILE_PAIRS / TILE_WARPS)   /* pairs per warp */
+#define TILE_PAIRS 32                 /* (query row, query head) pairs per block */
+#define PPW (TILE_PAIRS / TILE_WARPS) /* pairs per warp */
 
 /* Floats of dynamic shared memory for head_dim dh. */
 static size_t tile_shared_floats(int32_t dh) {
@@ -61,9 +61,9 @@ static __global__ void __launch_bounds__(TILE_THREADS)
                      const struct att_span *__restrict__ spans, const struct att_tile *__restrict__ tiles,
                      int32_t n_heads, int32_t n_kv_heads, float scale, float *__restrict__ o) {
     constexpr int DH = 32 * DPL;
-    extern __shared__ float4 sm4[]; /* float4: the dynamic area 16-byte aligned */
-    float *sq = (float *)sm4;        /* [TILE_PAIRS][DH] */
-    float *sk = sq + TILE_PAIRS * DH; /* [TILE_KEYS][DH + 1] */
+    extern __shared__ float4 sm4[];        /* float4: the dynamic area 16-byte aligned */
+    float *sq = (float *)sm4;              /* [TILE_PAIRS][DH] */
+    float *sk = sq + TILE_PAIRS * DH;      /* [TILE_KEYS][DH + 1] */
     float *sv = sk + TILE_KEYS * (DH + 1); /* [TILE_KEYS][DH], 16-byte aligned: 64 DH + 32 floats in */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const struct att_tile tile = tiles[blockIdx.x];
@@ -158,7 +158,7 @@ static __global__ void __launch_bounds__(TILE_THREADS)
         for (int k = 0; k < PPW; k++) {
             const float sc = kg < lim[k] && kg < n_keys ? s[k] * scale : -INFINITY;
             const float mn = fmaxf(m[k], tile_warp_max(sc)); /* the same in every lane */
-            if (mn == -INFINITY) { /* no key of this pair yet */
+            if (mn == -INFINITY) {                           /* no key of this pair yet */
                 p[k] = 0.0f;
                 continue;
             }
@@ -202,7 +202,9 @@ static __global__ void __launch_bounds__(TILE_THREADS)
 
 /* ---- host side ---- */
 
-int32_t jev_cuda_attention_tile_rows(const struct jev_attn_shape *s) { return TILE_PAIRS / (s->n_heads / s->n_kv_heads); }
+int32_t jev_cuda_attention_tile_rows(const struct jev_attn_shape *s) {
+    return TILE_PAIRS / (s->n_heads / s->n_kv_heads);
+}
 
 bool jev_cuda_attention_tiled_fits(const struct jev_backend *be, const struct jev_attn_shape *s) {
     const int32_t dh = s->head_dim;
@@ -214,14 +216,9 @@ bool jev_cuda_attention_tiled_fits(const struct jev_backend *be, const struct je
     return group > 0 && TILE_PAIRS % group == 0 && tile_shared_floats(dh) * sizeof(float) <= be->shared_optin;
 }
 
-/* Allows kernel `bytes` of dynamic shared memory, once per backend and head size (the attribute is a
- * maximum; setting it in every attention layer would be a driver call each time). */
+/* Allows the head size's kernel its shared memory, once per backend and head size. */
 static void tile_set_shared(struct jev_backend *be, int which, const void *kernel, size_t bytes) {
-    if (bytes <= be->attn_tile_shared[which])
-        return;
-    jev_cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-                   "attention (tiled) shared memory");
-    be->attn_tile_shared[which] = bytes;
+    jev_cuda_allow_shared(be, &be->attn_tile_shared[which], kernel, bytes, "attention (tiled) shared memory");
 }
 
 void jev_cuda_attention_tiled(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
@@ -235,16 +232,16 @@ void jev_cuda_attention_tiled(struct jev_backend *be, const struct jev_attn_shap
     cudaStream_t st = be->stream;
     if (s->head_dim == 64) {
         tile_set_shared(be, 0, (const void *)attn_tile_kernel<2>, bytes);
-        attn_tile_kernel<2><<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads,
-                                                                s->scale, o);
+        attn_tile_kernel<2>
+            <<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads, s->scale, o);
     } else if (s->head_dim == 128) {
         tile_set_shared(be, 1, (const void *)attn_tile_kernel<4>, bytes);
-        attn_tile_kernel<4><<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads,
-                                                                s->scale, o);
+        attn_tile_kernel<4>
+            <<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads, s->scale, o);
     } else {
         tile_set_shared(be, 2, (const void *)attn_tile_kernel<8>, bytes);
-        attn_tile_kernel<8><<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads,
-                                                                s->scale, o);
+        attn_tile_kernel<8>
+            <<<grid, TILE_THREADS, bytes, st>>>(q, runs, spans, tiles, s->n_heads, s->n_kv_heads, s->scale, o);
     }
     jev_cuda_check(be, cudaGetLastError(), "attention (tiled)");
 }

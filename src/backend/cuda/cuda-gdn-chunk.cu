@@ -437,11 +437,7 @@ bool jev_cuda_gdn_chunk_fits(const struct jev_backend *be, const struct jev_gdn_
 /* Allows kernel `bytes` of dynamic shared memory, once per backend and size: the attribute is a maximum, so
  * only a larger shape (a call in the hot path otherwise: every DeltaNet layer of every prefill) sets it again. */
 static void set_shared(struct jev_backend *be, int which, const void *kernel, size_t bytes) {
-    if (bytes <= be->gdn_chunk_shared[which])
-        return;
-    jev_cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes),
-                   "gdn_rule shared memory");
-    be->gdn_chunk_shared[which] = bytes;
+    jev_cuda_allow_shared(be, &be->gdn_chunk_shared[which], kernel, bytes, "gdn_rule shared memory");
 }
 
 /* Queues the three kernels over one group: jobs[n_jobs] chunks, segs[n_segs] segments. */

@@ -140,6 +140,11 @@ void jev_cuda_stage_reset(struct jev_backend *be);
 void *jev_cuda_stage(struct jev_backend *be, const void *host, size_t bytes);
 /* A device scratch of at least bytes, valid until the next call (may synchronize to grow). */
 float *jev_cuda_work(struct jev_backend *be, size_t bytes);
+/* Allows kernel `bytes` of dynamic shared memory once per backend and size: *allowed is what it was
+ * allowed so far (a field of the backend). The attribute is a maximum, so only a larger size sets it
+ * again; setting it before every launch would be a driver call in every layer. */
+void jev_cuda_allow_shared(struct jev_backend *be, size_t *allowed, const void *kernel, size_t bytes,
+                           const char *where);
 /* Records the first error of a CUDA call or launch (cudaGetLastError after a launch). */
 void jev_cuda_check(struct jev_backend *be, cudaError_t e, const char *where);
 

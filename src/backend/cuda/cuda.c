@@ -191,6 +191,14 @@ static void cuda_memory(struct jev_backend *be, int64_t *now, int64_t *peak, boo
 
 /* ---- staging and scratch ---- */
 
+void jev_cuda_allow_shared(struct jev_backend *be, size_t *allowed, const void *kernel, size_t bytes,
+                           const char *where) {
+    if (bytes <= *allowed)
+        return;
+    jev_cuda_check(be, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes), where);
+    *allowed = bytes;
+}
+
 void jev_cuda_stage_reset(struct jev_backend *be) { be->stage_used = 0; }
 
 void *jev_cuda_stage(struct jev_backend *be, const void *host, size_t bytes) {
