@@ -355,6 +355,25 @@ static void test_cuda_check_agree_step(void **state) {
 
 /* The fast step and the bench records' memory: a jev whose fast answers differ from exact by 0.002 (or
  * P), whose bench records peak at 1.0 GB (or PEAK bytes), with fast vs exact in the fast record. */
+/* collect, last: $OUT holds results.tar.gz alone, and it holds what the steps before wrote (the device tool
+ * brings back 8 files a call), and the script's messages after it stay out of $OUT. */
+static void test_cuda_check_collect_step(void **state) {
+    (void)state;
+    char p[PATH_MAX + 64];
+    script(p, sizeof p, "cuda-collect/bin/test-cuda-a", CMOCKA_OK);
+    struct cmd_result r = cuda_check("collect", "tests collect", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "collect: results.tar.gz holds log.txt tests.txt"));
+    free(r.out);
+    char cmd[3 * PATH_MAX];
+    snprintf(cmd, sizeof cmd, "cd '%s/cuda-collect/out' && ls && tar tzf results.tar.gz | sort", base);
+    const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+    r = cmd_run(argv, root, NULL, -1, -1, 30);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "results.tar.gz\nlog.txt\ntests.txt\n");
+    free(r.out);
+}
+
 static void test_cuda_check_fast_step(void **state) {
     (void)state;
     char p[PATH_MAX + 64];
@@ -493,7 +512,7 @@ int main(void) {
         cmocka_unit_test(test_setup_before_compiling), cmocka_unit_test(test_setup_before_running),
         cmocka_unit_test(test_named_scripts_exist),    cmocka_unit_test(test_cuda_check_syntax),
         cmocka_unit_test(test_cuda_check_tests_step),  cmocka_unit_test(test_cuda_check_sanitize_step),
-        cmocka_unit_test(test_cuda_check_agree_step),  cmocka_unit_test(test_cuda_check_fast_step),
+        cmocka_unit_test(test_cuda_check_agree_step),  cmocka_unit_test(test_cuda_check_fast_step), cmocka_unit_test(test_cuda_check_collect_step),
         cmocka_unit_test(test_kernel_profile_summary), cmocka_unit_test(test_kernel_profile_detail),
     };
     return cmocka_run_group_tests(tests, setup, NULL);

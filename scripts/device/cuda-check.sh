@@ -16,7 +16,8 @@
 # On the GPU machine, from the repository root:
 #   bash scripts/device/cuda-check.sh unpack tests agree profile bench fast report
 #
-# Steps: pack (dev machine) | unpack tests sanitize agree profile bench fast serve report (sanitize: the
+# Steps: pack (dev machine) | unpack tests sanitize agree profile bench fast serve report collect (collect,
+# last: everything in $OUT as one results.tar.gz, since the device tool returns 8 files; sanitize: the
 # parity binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a
 # faulting op)
 # Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
@@ -47,8 +48,16 @@ BIN=$WORK/bin
 JEV=$BIN/jev
 MODEL=${MODEL:-$WORK/model}
 mkdir -p "$WORK" "$OUT"
+rm -f "$WORK/collected"
 
-log() { printf '[cuda-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$OUT/log.txt" >&2; }
+# after collect (the marker), messages go to stderr only: $OUT must keep the archive alone
+log() {
+    if [ -e "$WORK/collected" ]; then
+        printf '[cuda-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2
+    else
+        printf '[cuda-check %s] %s\n' "$(date -u +%H:%M:%S)" "$*" | tee -a "$OUT/log.txt" >&2
+    fi
+}
 die() { log "error: $*"; exit 1; }
 
 step_pack() {
@@ -267,11 +276,23 @@ step_report() {
     "$JEV" report "${files[@]}" --output "$OUT/report.md" --svg "$OUT/report.svg" | tee -a "$OUT/log.txt"
 }
 
+# Everything in $OUT as one archive, results.tar.gz (the originals removed): the device tool brings back
+# at most 8 files a call, and the steps above write more (run 9 lost its kernel tables that way). Last.
+step_collect() {
+    local f=results.tar.gz
+    (cd "$OUT" && find . -mindepth 1 -maxdepth 1 ! -name "$f" -printf '%P\n' | sort > "$WORK/collect.list")
+    tar czf "$WORK/$f" -C "$OUT" -T "$WORK/collect.list"
+    (cd "$OUT" && xargs rm -rf -- < "$WORK/collect.list")
+    mv "$WORK/$f" "$OUT/$f"
+    touch "$WORK/collected"
+    printf 'collect: %s holds %s\n' "$f" "$(tr '\n' ' ' < "$WORK/collect.list")" >&2
+}
+
 [ $# -gt 0 ] || { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0; }
 for s in "$@"; do
     case $s in
-    pack | unpack | tests | sanitize | agree | profile | bench | fast | serve | report) ;;
-    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench fast serve report)" ;;
+    pack | unpack | tests | sanitize | agree | profile | bench | fast | serve | report | collect) ;;
+    *) die "unknown step '$s' (pack unpack tests sanitize agree profile bench fast serve report collect)" ;;
     esac
 done
 # Each step in a subshell with errexit on: its first failing command ends that step only (a
