@@ -24,8 +24,8 @@ int cli_setup_arg(struct cli_setup *s, const char *a, const char *v) {
         return CLI_ARG_FLAG;
     }
     bool model = !strcmp(a, "--model"), threads = !strcmp(a, "--threads"), backend = !strcmp(a, "--backend");
-    bool precision = !strcmp(a, "--precision");
-    if (!model && !threads && !backend && !precision)
+    bool precision = !strcmp(a, "--precision"), step = !strcmp(a, "--step-tokens");
+    if (!model && !threads && !backend && !precision && !step)
         return CLI_ARG_NOT_MINE;
     if (!v)
         return CLI_ARG_MISSING;
@@ -37,6 +37,11 @@ int cli_setup_arg(struct cli_setup *s, const char *a, const char *v) {
             return CLI_ARG_BAD;
     } else if (backend) {
         s->backend = v; /* checked by the model load (backend/registry.h), which names what is wrong */
+    } else if (step) {
+        long n = 0;
+        if (cli_parse_long(v, 16, 65536, &n) != 0)
+            return CLI_ARG_BAD;
+        s->ep.prefill_chunk = (int32_t)n;
     } else {
         long n = 0;
         if (cli_parse_long(v, 0, 1024, &n) != 0)

@@ -1,6 +1,6 @@
 /*
  * cli-setup.h - what every model-running command does before its own work:
- * take --model, --threads, --backend, --precision and -v, load the model, size the
+ * take --model, --threads, --backend, --precision, --step-tokens and -v, load the model, size the
  * engine for what the command will ask of it, and open ONE engine (and a
  * decider over it) with those sizes.
  *
@@ -66,7 +66,8 @@ enum {
 void cli_setup_init(struct cli_setup *s, const char *cmd);
 
 /* Takes --model DIR, --threads N (0..1024), --backend B, --precision exact|fast (into ep.precision),
- * -v / --verbose; see the enum above. */
+ * --step-tokens N (16..65536, into ep.prefill_chunk: the engine's forward slice; 0 there = the
+ * backend's), -v / --verbose; see the enum above. */
 int cli_setup_arg(struct cli_setup *s, const char *a, const char *v);
 
 /* Loads the model of s->dir with s->threads, s->backend and s->no_vision. */

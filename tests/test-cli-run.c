@@ -54,6 +54,12 @@ static void test_summary_and_determinism(void **state) {
     assert_int_equal(run("--random-tokens 70 --decode 5 --chunk 512", a, sizeof a), 0);
     assert_int_equal(run("--random-tokens 70 --decode 5 --chunk 512", b, sizeof b), 0);
     assert_int_equal(run("--random-tokens 70 --decode 5 --chunk 16", c, sizeof c), 0);
+    assert_non_null(strstr(c, "in chunks of 16"));
+    /* --step-tokens sets the same slice; the last of the two given wins */
+    static char d[8192];
+    assert_int_equal(run("--random-tokens 70 --decode 5 --chunk 512 --step-tokens 16", d, sizeof d), 0);
+    assert_non_null(strstr(d, "in chunks of 16"));
+    assert_memory_equal(field(c, "| logits "), field(d, "| logits "), 16);
     const char *ha = field(a, "| logits "), *hb = field(b, "| logits ");
     assert_memory_equal(ha, hb, 16);
     assert_non_null(strstr(a, "tok/s"));

@@ -279,6 +279,11 @@ static void test_one_engine(void **state) {
     assert_int_equal(cli_setup_arg(&cs, "--threads", "many"), CLI_ARG_BAD);
     assert_int_equal(cli_setup_arg(&cs, "--model", NULL), CLI_ARG_MISSING);
     assert_int_equal(cli_setup_arg(&cs, "--json", NULL), CLI_ARG_NOT_MINE);
+    /* --step-tokens: the engine's slice, 16..65536; unset it stays 0 (the backend's: the CPU's 512) */
+    assert_int_equal(cs.ep.prefill_chunk, 0);
+    assert_int_equal(cli_setup_arg(&cs, "--step-tokens", "8"), CLI_ARG_BAD);
+    assert_int_equal(cli_setup_arg(&cs, "--step-tokens", "96"), CLI_ARG_VALUE);
+    assert_int_equal(cs.ep.prefill_chunk, 96);
     struct jev_error err = {0};
     assert_int_equal(cli_setup_load(&cs, &err), JEV_OK);
     assert_int_equal(cli_setup_plan(&cs, &r, &p, &err), JEV_OK);
@@ -290,6 +295,7 @@ static void test_one_engine(void **state) {
     assert_int_equal(cli_setup_open(&cs, true, &err), JEV_OK);
     assert_null(cs.planner);
     assert_int_equal(cs.engine->params.max_batch, 100);
+    assert_int_equal(cs.engine->params.prefill_chunk, 96);
     assert_true(cs.planned);
     assert_ptr_equal(jev_decider_engine(cs.decider), cs.engine);
     assert_ptr_equal(jev_decider_tokenizer(cs.decider), cs.model->tokenizer);

@@ -210,9 +210,6 @@ int cmd_bench(int argc, char **argv) {
                 o.batch = (int32_t)v;
         } else if (!strcmp(a, "--paths")) {
             bad = parse_paths(val, &o.paths);
-        } else if (!strcmp(a, "--step-tokens")) {
-            if (!(bad = cli_parse_long(val, 16, 65536, &v)))
-                o.step_tokens = (int32_t)v;
         } else if (!strcmp(a, "--output")) {
             o.output = val;
         } else if (!strcmp(a, "--workload")) {
@@ -255,6 +252,7 @@ int cmd_bench(int argc, char **argv) {
     o.threads = cs.threads;
     o.backend = cs.backend;
     o.precision = cs.ep.precision;
+    o.step_tokens = cs.ep.prefill_chunk;
     o.verbose = cs.verbose;
 
     /* the model */

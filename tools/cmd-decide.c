@@ -145,9 +145,6 @@ int cmd_decide(int argc, char **argv) {
                 p.batch = 0;
             else if (!(bad = cli_parse_long(v, 1, JEV_DECIDE_MAX_QUESTIONS, &n)))
                 p.batch = (int32_t)n;
-        } else if (!strcmp(a, "--step-tokens")) {
-            if (!(bad = cli_parse_long(v, 16, 65536, &n)))
-                cs.ep.prefill_chunk = (int32_t)n;
         } else if (!strcmp(a, "--image-max-side")) {
             bad = cli_parse_long(v, 0, 16384, &max_side);
         } else if (!strcmp(a, "--max-new-tokens")) {

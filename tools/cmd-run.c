@@ -34,7 +34,8 @@ static void usage(FILE *f) {
             "  --ids LIST           prompt token ids, comma separated\n"
             "  --random-tokens N    a seeded random prompt of N ids instead (default 16)\n"
             "  --seed S             seed of the random prompt (default 1)\n"
-            "  --chunk N            prefill chunk: tokens per forward (default 512)\n"
+            "  --chunk N            prefill chunk: tokens per forward, the engine's slice (default 512;\n"
+            "                       --step-tokens N sets the same)\n"
             "  --decode N           greedy decode steps after the prefill (default 8)\n"
             "  --threads N          worker threads (default: all cores)\n"
             "  --backend B          cpu (default), cuda or cuda:N (a CUDA build: make CUDA=1)\n"
@@ -110,7 +111,7 @@ static enum jev_status forward(struct jev_engine *e, struct jev_seq *seq, const 
 
 int cmd_run(int argc, char **argv) {
     const char *ids_arg = NULL;
-    long n_random = 16, seed = 1, chunk = 512, n_decode = 8, top = 5, n_forks = 0, suffix = 16;
+    long n_random = 16, seed = 1, chunk = 0, n_decode = 8, top = 5, n_forks = 0, suffix = 16;
     int peak = 0;
     struct cli_setup cs;
     cli_setup_init(&cs, "run");
@@ -135,8 +136,9 @@ int cmd_run(int argc, char **argv) {
             bad = cli_parse_long(v, 1, RUN_MAX_IDS, &n_random);
         } else if (!strcmp(a, "--seed") && v) {
             bad = cli_parse_long(v, 0, INT32_MAX, &seed);
-        } else if (!strcmp(a, "--chunk") && v) {
-            bad = cli_parse_long(v, 1, 65536, &chunk);
+        } else if (!strcmp(a, "--chunk") && v) { /* the engine's slice, as --step-tokens (cli-setup) sets it */
+            if (!(bad = cli_parse_long(v, 1, 65536, &chunk)))
+                cs.ep.prefill_chunk = (int32_t)chunk;
         } else if (!strcmp(a, "--decode") && v) {
             bad = cli_parse_long(v, 0, 100000, &n_decode);
         } else if (!strcmp(a, "--forks") && v) {
@@ -201,6 +203,7 @@ int cmd_run(int argc, char **argv) {
 
     /* the engine's sizes follow from the arguments: the prompt, the decode steps and the forks */
     cs.ep.max_batch = n_forks > 0 ? (int32_t)n_forks + 1 : 1;
+    chunk = cs.ep.prefill_chunk > 0 ? cs.ep.prefill_chunk : 512; /* --chunk or --step-tokens, the last given */
     cs.ep.prefill_chunk = (int32_t)chunk;
     /* the timed sequence and the warm-up's (the prompt again, plus 7 tokens) */
     int32_t need = 2 * n + (int32_t)(n_decode + suffix) + 8;

@@ -114,7 +114,7 @@ int cmd_serve(int argc, char **argv) {
     long max_body = (long)sp.max_body_bytes;
     struct cli_setup cs;
     cli_setup_init(&cs, "serve");
-    long max_tokens = cs.ep.max_tokens, max_batch = cs.ep.max_batch, step_tokens = cs.ep.prefill_chunk, prep = 0;
+    long max_tokens = cs.ep.max_tokens, max_batch = cs.ep.max_batch, prep = 0; /* --step-tokens: cs.ep's */
     bool reuse_prefix = true;
     sp.api_key = getenv("JEV_API_KEY");
     for (int i = 1; i < argc; i++) {
@@ -154,8 +154,6 @@ int cmd_serve(int argc, char **argv) {
             bad = parse_seconds(v, &request_timeout);
         } else if (!strcmp(a, "--max-tokens")) {
             bad = cli_parse_long(v, 1, 1L << 18, &max_tokens); /* the engine's limit (JEV_ENGINE_MAX_TOKENS) */
-        } else if (!strcmp(a, "--step-tokens")) {
-            bad = cli_parse_long(v, 16, 65536, &step_tokens); /* the engine's prefill_chunk */
         } else if (!strcmp(a, "--prep-threads")) {
             bad = cli_parse_long(v, 1, 64, &prep);
         } else if (!strcmp(a, "--max-batch")) {
@@ -212,7 +210,6 @@ int cmd_serve(int argc, char **argv) {
     /* sequences at once: one forward's suffixes (--max-batch), the prefix of every running request and
      * the four kept prefixes (the engine holds max_batch + 1) */
     cs.ep.max_batch = (int32_t)(max_batch + max_running + 4);
-    cs.ep.prefill_chunk = (int32_t)step_tokens;
     if (cli_setup_load(&cs, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;

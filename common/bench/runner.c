@@ -24,7 +24,7 @@
 #include "base/timing.h"       // defines: jev_now_ms
 #include "common/bench/peak.h" // defines: jev_peak_f32
 #include "model/vision.h"      // defines: jev_vision_flops
-#include "wire/request.h" // defines: jev_request_load_workload_file
+#include "wire/request.h"      // defines: jev_request_load_workload_file
 
 static const char *const PATHS[3] = {JEV_BENCH_PATH_GENERATE, JEV_BENCH_PATH_INDEPENDENT, JEV_BENCH_PATH_SHARED};
 static const enum jev_decide_path PATH_IDS[3] = {JEV_DECIDE_GENERATE, JEV_DECIDE_INDEPENDENT, JEV_DECIDE_SHARED};
@@ -208,7 +208,7 @@ static struct jev_decide_params params_for(const struct br_bench *b, enum jev_de
     p.path = path;
     p.scoring = JEV_SCORING_LABEL;
     p.batch = b->o.batch;
-    p.prefill_chunk = 0; /* the engine's slice (--step-tokens, else the backend's) */
+    p.prefill_chunk = 0;    /* the engine's slice (--step-tokens, else the backend's) */
     p.reuse_prefix = false; /* every sample decodes, encodes and prefills (benchmark.md); the images are paths anyway */
     return p;
 }
@@ -379,10 +379,10 @@ static enum jev_status add_sample(struct br_bench *b, struct jev_bench_record *r
             continue;
         json_t *smp =
             json_array_get(json_object_get(run, "samples"), json_array_size(json_object_get(run, "samples")) - 1);
-        json_t *ex = json_pack("{s:f, s:I, s:i, s:i, s:i, s:i, s:f}", "image_ms", st->image_ms, "lm_tokens",
-                               (json_int_t)st->lm_tokens, "prefix_tokens", st->prefix_tokens, "image_tokens",
-                               st->image_tokens, "output_tokens", st->output_tokens, "forks", st->forks, "gflop",
-                               gflop);
+        json_t *ex =
+            json_pack("{s:f, s:I, s:i, s:i, s:i, s:i, s:f}", "image_ms", st->image_ms, "lm_tokens",
+                      (json_int_t)st->lm_tokens, "prefix_tokens", st->prefix_tokens, "image_tokens", st->image_tokens,
+                      "output_tokens", st->output_tokens, "forks", st->forks, "gflop", gflop);
         if (ex && res->generated) {
             json_t *ids = json_array();
             for (int32_t g = 0; ids && g < res->n_gen_ids; g++)
@@ -429,7 +429,8 @@ static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_recor
         if (back == JEV_OK)
             s = result_decisions(r, &res, &dec, &keys, err);
         if (back == JEV_OK && s == JEV_OK)
-            s = jev_bench_vs_exact_compute(rec, b->o.counts[ci], b->paths[k], dec, r->n_questions, &a->vs_exact[k], err);
+            s = jev_bench_vs_exact_compute(rec, b->o.counts[ci], b->paths[k], dec, r->n_questions, &a->vs_exact[k],
+                                           err);
         free(dec);
         free(keys);
         jev_decide_result_free(&res);
@@ -440,6 +441,15 @@ static enum jev_status vs_exact(struct br_bench *b, const struct jev_bench_recor
 }
 
 /* ---- the run ---- */
+
+/* The record's environment.extra, made when it has none; NULL when out of memory. */
+static json_t *env_extra(struct jev_bench_record *rec) {
+    json_t *env = json_object_get(jev_bench_record_json(rec), "environment");
+    json_t *ex = json_object_get(env, "extra");
+    if (!ex && (!(ex = json_object()) || json_object_set_new(env, "extra", ex) != 0))
+        return NULL;
+    return ex;
+}
 
 /*
  * The record's environment and settings first (the builder copies them),
@@ -457,13 +467,9 @@ static enum jev_status add_peak(struct br_bench *b, struct jev_bench_record *rec
     struct jev_peak pk = jev_peak_f32(b->engine->pool, 1.0);
     if (!pk.isa)
         return JEV_OK; /* no figure rather than a wrong one */
-    json_t *env = json_object_get(jev_bench_record_json(rec), "environment");
-    json_t *ex = json_object_get(env, "extra");
-    if (!ex) {
-        ex = json_object();
-        if (!ex || json_object_set_new(env, "extra", ex) != 0)
-            return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
-    }
+    json_t *ex = env_extra(rec);
+    if (!ex)
+        return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
     if (json_object_set_new(ex, "fma_peak_gflops", json_real(pk.gflops)) != 0 ||
         json_object_set_new(ex, "fma_peak_isa", json_string(pk.isa)) != 0 ||
         json_object_set_new(ex, "fma_peak_threads", json_integer(pk.threads)) != 0)
@@ -475,8 +481,8 @@ static enum jev_status add_peak(struct br_bench *b, struct jev_bench_record *rec
  * kernels, OpenBLAS's kernel set), those set, into environment.extra.knobs: a record made with
  * JEV_CUDA_EXACT_GEMM=bf16x6 says so beside its "exact". */
 static enum jev_status add_knobs(struct jev_bench_record *rec, struct jev_error *err) {
-    static const char *const names[] = {"JEV_CUDA_EXACT_GEMM", "JEV_CUDA_PIN",     "JEV_CUDA_ATTN_TILES",
-                                        "JEV_CUDA_SYNC",       "JEV_CPU_BF16",     "JEV_PROFILE",
+    static const char *const names[] = {"JEV_CUDA_EXACT_GEMM", "JEV_CUDA_PIN",        "JEV_CUDA_ATTN_TILES",
+                                        "JEV_CUDA_SYNC",       "JEV_CPU_BF16",        "JEV_PROFILE",
                                         "OPENBLAS_CORETYPE",   "OPENBLAS_NUM_THREADS"};
     json_t *knobs = json_object();
     if (!knobs)
@@ -488,9 +494,8 @@ static enum jev_status add_knobs(struct jev_bench_record *rec, struct jev_error 
             return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's knobs");
         }
     }
-    json_t *env = json_object_get(jev_bench_record_json(rec), "environment");
-    json_t *ex = json_object_get(env, "extra");
-    if (!ex && (!(ex = json_object()) || json_object_set_new(env, "extra", ex) != 0)) {
+    json_t *ex = env_extra(rec);
+    if (!ex) {
         json_decref(knobs);
         return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's extras");
     }
