@@ -69,8 +69,11 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
         return jev_fail(err, JEV_ERR_INVALID_ARG, "jev %s: planning needs the model loaded and no engine yet", s->cmd);
     if (!s->planner)
         JEV_TRY(jev_decider_planner(s->model, &s->dp, &s->planner, err));
-    int32_t batch = 0, tokens = 0;
-    JEV_TRY(jev_decide_plan(s->planner, r, p, &batch, &tokens, err));
+    int32_t batch = 0, states = 0, tokens = 0;
+    struct jev_decide_params pp = *p; /* the slice of the engine to be: whether a suffix may fork light */
+    if (pp.prefill_chunk == 0 && s->ep.prefill_chunk > 0)
+        pp.prefill_chunk = s->ep.prefill_chunk;
+    JEV_TRY(jev_decide_plan(s->planner, r, &pp, &batch, &states, &tokens, err));
     /* The first plan sets max_batch, later ones grow it: the plan counts the sequences alive at once
      * exactly, and each is committed memory on a device (the 0.8B model's DeltaNet state is 20 MB a
      * sequence: the library default of 64 would hold 1.3 GB). max_tokens keeps the default as its
@@ -78,6 +81,9 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
      * longest sequence does not count. */
     if (!s->planned || batch > s->ep.max_batch)
         s->ep.max_batch = batch;
+    /* label scoring's forks are light (model/state.h): only the prefix and text mode's forks hold a state */
+    if (!s->planned || states > s->ep.max_states)
+        s->ep.max_states = states;
     s->planned = true;
     if (tokens > s->ep.max_tokens)
         s->ep.max_tokens = tokens;
@@ -94,10 +100,11 @@ enum jev_status cli_setup_open(struct cli_setup *s, bool with_decider, struct je
         return jev_fail(err, st, "%s", s->engine ? jev_engine_last_error(s->engine) : "out of memory for the engine");
     if (s->verbose)
         fprintf(stderr,
-                "jev %s: engine: %s backend, %s precision, %d threads, max_batch %d, max_tokens %d, prefill_chunk %d\n",
+                "jev %s: engine: %s backend, %s precision, %d threads, max_batch %d, max_states %d, max_tokens %d, "
+                "prefill_chunk %d\n",
                 s->cmd, s->engine->ops->name, jev_precision_name(s->engine->params.precision),
-                jev_pool_size(s->engine->pool), s->engine->params.max_batch, s->engine->params.max_tokens,
-                s->engine->params.prefill_chunk);
+                jev_pool_size(s->engine->pool), s->engine->params.max_batch, s->engine->params.max_states,
+                s->engine->params.max_tokens, s->engine->params.prefill_chunk);
     if (with_decider)
         JEV_TRY(jev_decider_init(s->model, s->engine, &s->dp, &s->decider, err));
     return JEV_OK;

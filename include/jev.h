@@ -124,6 +124,10 @@ struct jev_engine_params {
     int32_t prefill_chunk;        /* tokens per forward slice (a longer prompt or batch runs in several); 0 =
                                      the backend's: 512 on the CPU, 1024 on CUDA */
     enum jev_precision precision; /* JEV_PRECISION_EXACT (0, the default) or JEV_PRECISION_FAST */
+    int32_t max_states;           /* sequences with a DeltaNet state of their own alive at once: prefixes (kept
+                                     ones too), independent and generating sequences, forks of candidate texts.
+                                     A label-scoring fork reads its prefix's and needs none. Each costs
+                                     ~20 MB for the 0.8B model (device memory on CUDA); 0 = max_batch + 1 */
 };
 
 JEV_API struct jev_engine_params jev_engine_default_params(void);

@@ -214,8 +214,10 @@ static inline void bp_attention(struct bp *b) {
 }
 
 /* The DeltaNet conv (two runs with their windows) and the delta rule (a chunked run of 70 rows, a
- * recurrent one of 1), outputs and updated states. */
-static inline void bp_deltanet(struct bp *b) {
+ * recurrent one of 1), outputs and updated states. With separate, the backend's runs read their windows
+ * and states from conv_in / ssm_in (a light fork's parent's, ops.h) and write them elsewhere: the
+ * written ones must equal the reference's in-place update, and the inputs must stay as they were. */
+static inline void bp_deltanet(struct bp *b, bool separate) {
     struct jev_gdn_shape s = {2, 4, 16, 16, 64};
     const int32_t conv_dim = 2 * s.hk * s.dk + s.hv * s.dv, kernel = 4;
     const int32_t len[2] = {70, 1};
@@ -230,19 +232,36 @@ static inline void bp_deltanet(struct bp *b) {
     bp_fill(st, 2 * ssm, 77, 0.1f);
     float *dmixed = bp_up(b, mixed, un), *dtaps = bp_up(b, taps, (int64_t)conv_dim * kernel);
     float *dcw = bp_up(b, cw, 2 * win), *dst = bp_up(b, st, 2 * ssm), *du = bp_up(b, NULL, un);
+    float *cw0 = bp_host(2 * win), *st0 = bp_host(2 * ssm); /* the inputs as they were */
+    memcpy(cw0, cw, (size_t)(2 * win) * sizeof(float));
+    memcpy(st0, st, (size_t)(2 * ssm) * sizeof(float));
+    /* separate: the backend writes to fresh buffers (garbage first: every element must be written) */
+    float *dcw_out = dcw, *dst_out = dst;
+    if (separate) {
+        float *junk = bp_host(2 * ssm > 2 * win ? 2 * ssm : 2 * win);
+        bp_fill(junk, 2 * ssm > 2 * win ? 2 * ssm : 2 * win, 31, 9.0f);
+        dcw_out = bp_up(b, junk, 2 * win);
+        dst_out = bp_up(b, junk, 2 * ssm);
+        free(junk);
+    }
     struct jev_gdn_run hr[2], dr[2];
     int64_t row = 0;
     for (int r = 0; r < 2; r++) {
-        hr[r] = (struct jev_gdn_run){row, len[r], rec[r], cw + r * win, st + r * ssm};
-        dr[r] = (struct jev_gdn_run){row, len[r], rec[r], dcw + r * win, dst + r * ssm};
+        hr[r] = (struct jev_gdn_run){row, len[r], rec[r], cw + r * win, st + r * ssm, NULL, NULL};
+        dr[r] = (struct jev_gdn_run){row,
+                                     len[r],
+                                     rec[r],
+                                     dcw_out + r * win,
+                                     dst_out + r * ssm,
+                                     separate ? dcw + r * win : NULL,
+                                     separate ? dst + r * ssm : NULL};
         row += len[r];
     }
     jev_cpu_gdn_conv(b->ref, mixed, taps, conv_dim, kernel, hr, 2, u);
     b->ops->gdn_conv(b->be, dmixed, dtaps, conv_dim, kernel, dr, 2, du);
     float *got_u = bp_host(un);
     b->ops->download(b->be, got_u, du, (size_t)un * sizeof(float));
-    bp_check(b, "gdn_conv", u, du, un);
-    bp_check(b, "gdn_conv windows", cw, dcw, 2 * win);
+    bp_check(b, separate ? "gdn_conv (conv_in)" : "gdn_conv", u, du, un);
     /* the rule reads the conv's output: the backend's own, so that each side continues from itself */
     float *g = bp_host(rows * s.hv), *beta = bp_host(rows * s.hv), *o = bp_host(rows * s.hv * s.dv);
     for (int64_t i = 0; i < rows * s.hv; i++) {
@@ -253,8 +272,14 @@ static inline void bp_deltanet(struct bp *b) {
     float *dg = bp_up(b, g, rows * s.hv), *dbeta = bp_up(b, beta, rows * s.hv);
     float *du2 = bp_up(b, got_u, un), *do_ = bp_up(b, NULL, rows * s.hv * s.dv);
     b->ops->gdn_rule(b->be, &s, du2, dg, dbeta, dr, 2, do_);
-    bp_check(b, "gdn_rule out (chunked 70, recurrent 1)", o, do_, rows * s.hv * s.dv);
-    bp_check(b, "gdn_rule states", st, dst, 2 * ssm);
+    bp_check(b, separate ? "gdn_rule out (ssm_in)" : "gdn_rule out (chunked 70, recurrent 1)", o, do_,
+             rows * s.hv * s.dv);
+    bp_check(b, separate ? "gdn_conv windows written" : "gdn_conv windows", cw, dcw_out, 2 * win);
+    bp_check(b, separate ? "gdn_rule states written" : "gdn_rule states", st, dst_out, 2 * ssm);
+    if (separate) { /* the parent's window and state: read, never written */
+        bp_check(b, "gdn_conv conv_in unchanged", cw0, dcw, 2 * win);
+        bp_check(b, "gdn_rule ssm_in unchanged", st0, dst, 2 * ssm);
+    }
     b->ops->free(b->be, dmixed);
     b->ops->free(b->be, dtaps);
     b->ops->free(b->be, dg);
@@ -266,6 +291,8 @@ static inline void bp_deltanet(struct bp *b) {
     free(got_u);
     free(cw);
     free(st);
+    free(cw0);
+    free(st0);
     free(g);
     free(beta);
     free(o);
@@ -290,8 +317,9 @@ static inline int32_t bp_run_all(void) {
         bp_products(&b, JEV_MTYPE_QAFFINE, 4);
         bp_pointwise(&b);
         bp_attention(&b);
-        bp_deltanet(&b);
-        assert_int_equal(b.checks, 2 * 5 + 4 + 1 + 4); /* every comparison above ran */
+        bp_deltanet(&b, false);
+        bp_deltanet(&b, true);
+        assert_int_equal(b.checks, 2 * 5 + 4 + 1 + 4 + 6); /* every comparison above ran */
         b.reg->destroy(b.be);
     }
     jev_cpu_backend_free(ref);

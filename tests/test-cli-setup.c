@@ -204,11 +204,17 @@ static void test_planner(void **state) {
             p.path = paths[k];
             p.scoring = text ? JEV_SCORING_TEXT : JEV_SCORING_LABEL;
             p.batch = 0;
-            int32_t b1 = 0, t1 = 0, b2 = 0, t2 = 0;
-            assert_int_equal(jev_decide_plan(planner, &r, &p, &b1, &t1, &err), JEV_OK);
-            assert_int_equal(jev_decide_plan(d, &r, &p, &b2, &t2, &err), JEV_OK);
+            int32_t b1 = 0, s1 = 0, t1 = 0, b2 = 0, s2 = 0, t2 = 0;
+            assert_int_equal(jev_decide_plan(planner, &r, &p, &b1, &s1, &t1, &err), JEV_OK);
+            assert_int_equal(jev_decide_plan(d, &r, &p, &b2, &s2, &t2, &err), JEV_OK);
             assert_int_equal(b1, b2);
+            assert_int_equal(s1, s2);
             assert_int_equal(t1, t2);
+            /* label scoring on the shared path: the prefix alone holds a DeltaNet state */
+            if (k == 0 && !text)
+                assert_int_equal(s1, 1);
+            else
+                assert_true(s1 >= 1 && s1 <= b1 + 1);
             assert_true(t1 > 70); /* the image's tokens are in the prompt */
         }
     json_t *o1 = NULL, *o2 = NULL;

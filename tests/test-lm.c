@@ -35,22 +35,26 @@ struct env {
     struct jev_error err;
 };
 
-static struct env *env_new(int32_t max_batch_tokens) {
+/* An lm whose slices hold at most max_light light forks (8 is more than any test here batches). */
+static struct env *env_new_light(int32_t max_batch_tokens, int32_t max_light) {
     struct env *e = calloc(1, sizeof *e);
     assert_non_null(e);
     fx_build(&e->m, 42);
     assert_int_equal(jev_pool_init(&e->pool, 2, &e->err), JEV_OK);
     e->be = jev_cpu_backend_new(e->pool);
     assert_non_null(e->be);
-    struct jev_state_params sp = {.max_tokens = 1024, .max_seqs = 8, .kv_tokens = 4096};
+    struct jev_state_params sp = {.max_tokens = 1024, .max_seqs = 8, .max_light = 8, .kv_tokens = 4096};
     assert_int_equal(jev_state_init(&e->st, &e->m.cfg, &sp, &e->err), JEV_OK);
     struct jev_lm_params lp = {.max_batch_tokens = max_batch_tokens,
                                .max_runs = 8,
                                .max_tokens = 1024,
-                               .max_spans = jev_seq_max_spans(&e->st)};
+                               .max_spans = jev_seq_max_spans(&e->st),
+                               .max_light = max_light};
     assert_int_equal(jev_lm_init(&e->lm, &e->m.cfg, &e->m.w, &jev_cpu_ops, e->be, &lp, &e->err), JEV_OK);
     return e;
 }
+
+static struct env *env_new(int32_t max_batch_tokens) { return env_new_light(max_batch_tokens, 8); }
 
 static void env_free(struct env *e) {
     jev_lm_free(&e->lm);
@@ -285,6 +289,119 @@ static void test_fork_suffix_batch(void **state) {
     free(want);
     free(got);
     env_free(e);
+}
+
+/* Forks of parent with suffixes sufs[k] of lens[k] tokens (light or full), in one batch: logits of
+ * every row into out[rows][vocab]; the forks stay alive in kids. */
+static enum jev_status fork_batch(struct env *e, struct jev_seq *parent, bool light, int32_t n_kids,
+                                  const int32_t *lens, int32_t (*sufs)[64], struct jev_seq **kids, float *out) {
+    int32_t ids[256], pos[256 * 3], rows[256], n = 0;
+    for (int32_t k = 0; k < n_kids; k++) {
+        enum jev_status s =
+            light ? jev_seq_fork_light(parent, &kids[k], &e->err) : jev_seq_fork(parent, &kids[k], &e->err);
+        assert_int_equal(s, JEV_OK);
+        memcpy(ids + n, sufs[k], (size_t)lens[k] * sizeof(int32_t));
+        jev_lm_text_positions(kids[k], lens[k], pos + n * 3);
+        n += lens[k];
+    }
+    for (int32_t i = 0; i < n; i++)
+        rows[i] = i;
+    struct jev_lm_batch b = {.n_tokens = n,
+                             .ids = ids,
+                             .pos = pos,
+                             .n_runs = n_kids,
+                             .seqs = kids,
+                             .seq_len = lens,
+                             .n_out = n,
+                             .out_idx = rows,
+                             .logits = out};
+    return jev_lm_forward(&e->lm, &b, &e->err);
+}
+
+/*
+ * Light forks (model/state.h) answer what full forks answer: the same bits when the batches are cut
+ * the same way (suffixes of 1 and 30 tokens in one 64-token slice), the same within rounding when a
+ * light run starts the next slice where a full one is split (1 + 30 + 50 tokens); the parent's state
+ * is read, never written; a light fork runs once, is not forked, and a run longer than a slice is
+ * refused with nothing changed.
+ */
+static void light_forks(int32_t per_slice) {
+    struct env *e = env_new_light(64, per_slice);
+    int32_t np = 90, V = vocab(e);
+    const int32_t lens[3] = {1, 30, 50};
+    int32_t prefix[90], sufs[3][64];
+    fx_tokens(17, np, V, prefix);
+    for (int k = 0; k < 3; k++)
+        fx_tokens(200 + (uint64_t)k, lens[k], V, sufs[k]);
+    struct jev_seq *parent;
+    assert_int_equal(jev_seq_new(&e->st, &parent, &e->err), JEV_OK);
+    assert_int_equal(run_one(e, parent, prefix, np, NULL), JEV_OK);
+    size_t lin = (size_t)(jev_seq_ssm(parent, 0) - jev_seq_conv(parent, 0)) * sizeof(float) +
+                 (size_t)e->st.n_linear * (size_t)e->st.ssm_floats * sizeof(float);
+    float *before = malloc(lin);
+    memcpy(before, parent->conv, lin);
+
+    float *full = malloc((size_t)81 * (size_t)V * sizeof(float));
+    float *light = malloc((size_t)81 * (size_t)V * sizeof(float));
+    struct jev_seq *fk[3], *lk[3];
+    for (int cut = 2; cut <= 3; cut++) { /* 2: one slice for both; 3: the 50-token run crosses it */
+        int32_t rows = cut == 2 ? 31 : 81;
+        assert_int_equal(fork_batch(e, parent, false, cut, lens, sufs, fk, full), JEV_OK);
+        int64_t slices = e->lm.n_slices;
+        assert_int_equal(fork_batch(e, parent, true, cut, lens, sufs, lk, light), JEV_OK);
+        /* 1 + 30 share a slice; 50 more start the next; one light fork a slice: a slice each */
+        assert_int_equal(e->lm.n_slices - slices, per_slice == 1 ? cut : cut - 1);
+        assert_int_equal(e->st.n_light, cut);
+        assert_memory_equal(parent->conv, before, lin); /* read, never written */
+        if (cut == 2 && per_slice > 1)
+            assert_memory_equal(light, full, (size_t)rows * (size_t)V * sizeof(float));
+        else
+            expect_close("light vs full forks, other slices", rel_err(light, full, (int64_t)rows * V), 1e-5);
+        for (int k = 0; k < cut; k++) {
+            assert_int_equal(lk[k]->n_tokens, np + lens[k]);
+            jev_seq_free(fk[k]);
+        }
+        /* spent: no second append, no fork */
+        assert_int_not_equal(run_one(e, lk[1], sufs[0], 1, NULL), JEV_OK);
+        assert_int_equal(e->err.status, JEV_ERR_INVALID_ARG);
+        assert_non_null(strstr(e->err.msg, "light fork that has run"));
+        jev_error_clear(&e->err);
+        struct jev_seq *grand = NULL;
+        assert_int_equal(jev_seq_fork(lk[0], &grand, &e->err), JEV_ERR_INVALID_ARG);
+        assert_null(grand);
+        jev_error_clear(&e->err);
+        for (int k = 0; k < cut; k++)
+            jev_seq_free(lk[k]);
+        assert_int_equal(e->st.n_light, 0);
+    }
+    /* a light run must fit one slice (64 tokens): refused before anything moves */
+    int32_t long_ids[70];
+    fx_tokens(300, 70, V, long_ids);
+    struct jev_seq *lf;
+    assert_int_equal(jev_seq_fork_light(parent, &lf, &e->err), JEV_OK);
+    int32_t pages = e->st.n_free;
+    assert_int_equal(run_one(e, lf, long_ids, 70, NULL), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(e->err.msg, "longer than one slice"));
+    jev_error_clear(&e->err);
+    assert_int_equal(lf->n_tokens, np);
+    assert_int_equal(e->st.n_free, pages);
+    assert_int_equal(run_one(e, lf, long_ids, 64, NULL), JEV_OK); /* exactly a slice: fine */
+    jev_seq_free(lf);
+    jev_seq_free(parent);
+    assert_int_equal(e->st.n_live, 0);
+    assert_int_equal(e->st.n_light, 0);
+    assert_int_equal(e->st.n_free, e->st.n_pages);
+    free(before);
+    free(full);
+    free(light);
+    env_free(e);
+}
+
+/* ... and with room for one light fork a slice, each starts a slice of its own (the same within rounding). */
+static void test_light_forks(void **state) {
+    (void)state;
+    light_forks(8);
+    light_forks(1);
 }
 
 /* Three fresh sequences in one batch == each alone. */
@@ -533,6 +650,7 @@ int main(void) {
         cmocka_unit_test(test_prefill_pieces),
         cmocka_unit_test(test_fork_suffix_batch),
         cmocka_unit_test(test_batch_equals_alone),
+        cmocka_unit_test(test_light_forks),
         cmocka_unit_test(test_vocab_rows),
         cmocka_unit_test(test_mrope_positions_and_overrides),
         cmocka_unit_test(test_hook_and_slices),

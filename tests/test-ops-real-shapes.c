@@ -199,8 +199,8 @@ static void test_linear_attention_layer(void **state) {
     struct jev_gdn_run rr[3], rf[3];
     int64_t row = 0;
     for (int r = 0; r < 3; r++) {
-        rr[r] = (struct jev_gdn_run){row, len[r], rec[r], win_r + r * win, st_r + r * ssm};
-        rf[r] = (struct jev_gdn_run){row, len[r], rec[r], win_f + r * win, st_f + r * ssm};
+        rr[r] = (struct jev_gdn_run){row, len[r], rec[r], win_r + r * win, st_r + r * ssm, NULL, NULL};
+        rf[r] = (struct jev_gdn_run){row, len[r], rec[r], win_f + r * win, st_f + r * ssm, NULL, NULL};
         row += len[r];
     }
     float *u = fmalloc(T * conv_dim), *uf = fmalloc(T * conv_dim);

@@ -248,8 +248,8 @@ static void test_gdn_rule(void **state) {
         struct jev_gdn_run rr[4], rf[4];
         int64_t row = 0;
         for (int r = 0; r < 4; r++) {
-            rr[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_r + r * ssm};
-            rf[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_f + r * ssm};
+            rr[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_r + r * ssm, NULL, NULL};
+            rf[r] = (struct jev_gdn_run){row, len[r], rec[r], NULL, st_f + r * ssm, NULL, NULL};
             row += len[r];
         }
         float *or_ = malloc((size_t)rows * (size_t)s.hv * (size_t)s.dv * sizeof(float));
@@ -430,7 +430,8 @@ static void test_gdn_conv(void **state) {
     fill(taps, C * K, 2, 0.4f);
     fill(win, 2 * (K - 1) * C, 3, 1.0f);
     memcpy(win0, win, 2 * (size_t)(K - 1) * (size_t)C * sizeof(float));
-    struct jev_gdn_run runs[2] = {{0, 5, false, win, NULL}, {5, 2, true, win + (K - 1) * C, NULL}};
+    struct jev_gdn_run runs[2] = {{0, 5, false, win, NULL, NULL, NULL},
+                                  {5, 2, true, win + (K - 1) * C, NULL, NULL, NULL}};
     jev_cpu_ops.gdn_conv(g_be, mixed, taps, C, K, runs, 2, u);
     float *want = malloc((size_t)rows * (size_t)C * sizeof(float));
     float want_win[2 * 3 * 300];

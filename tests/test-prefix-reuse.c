@@ -208,9 +208,10 @@ static void test_kept_sequence_given_back(void **state) {
     assert_int_equal(st->n_live, 0);
     jev_request_free(&r);
 
-    /* slots: four kept prefixes, then a request whose one batch needs 7 of the engine's 9 slots (6
-     * questions at once + its prefix; max_batch 8): the two least recent kept ones make room, the
-     * others stay, and its own prefix is kept */
+    /* slots: four kept prefixes, then a request whose one batch needs 7 of the engine's 9 slots with a
+     * DeltaNet state (6 questions at once + its prefix; max_batch 8, so max_states 9): the two least
+     * recent kept ones make room, the others stay, and its own prefix is kept. Text scoring, whose
+     * forks keep a state (label scoring's light forks take no such slot) */
     char buf[512];
     for (int k = 0; k < DC_KEPT_MAX; k++)
         assert_int_equal(reused(state_k(k, buf, sizeof buf), -1), NONE);
@@ -224,6 +225,7 @@ static void test_kept_sequence_given_back(void **state) {
     struct jev_decide_params p = jev_decide_default_params();
     p.reuse_prefix = true;
     p.batch = 0;
+    p.scoring = JEV_SCORING_TEXT;
     struct jev_error err = {0};
     assert_int_equal(jev_decide_run(F.d, &r, &p, &res, &err), JEV_OK);
     jev_decide_result_free(&res);
@@ -247,8 +249,12 @@ static void test_pages_given_back(void **state) {
     jev_decide_result_free(&res);
     jev_request_free(&r);
     struct jev_engine_params ep = jev_engine_default_params();
-    ep.max_batch = 4;
-    ep.max_tokens = need; /* a pool of 2 x max_tokens tokens: room for two or three prefixes, not five */
+    /* a pool of 2 x max_tokens tokens and a page of slack per slot (4 with a state, 1 light: one question
+     * at a time): 8 pages, room for two or three prefixes of 2 pages beside a request's own and its
+     * question's, not five; the slots would hold three kept, so the pages are what binds */
+    ep.max_batch = 1;
+    ep.max_states = 4;
+    ep.max_tokens = need;
     struct jev_engine *small = NULL;
     struct jev_decider *d = NULL;
     struct jev_error err = {0};

@@ -205,11 +205,55 @@ static void test_rope_tables(void **state) {
     fx_free(&m);
 }
 
+/* Light forks (state.h): light slots of their own (full ones untouched), no linear storage, page tables
+ * like any fork; the slots run out with a message naming them; a light parent is refused. */
+static void test_light_slots(void **state) {
+    (void)state;
+    struct fx_model m;
+    fx_build(&m, 1);
+    struct jev_state st;
+    struct jev_error err = {0};
+    struct jev_state_params sp = {.max_tokens = 1000, .max_seqs = 1, .max_light = 2, .kv_tokens = 2000};
+    assert_int_equal(jev_state_init(&st, &m.cfg, &sp, &err), JEV_OK);
+    struct jev_seq *p, *a, *b, *c = NULL;
+    assert_int_equal(jev_seq_new(&st, &p, &err), JEV_OK);
+    assert_int_equal(jev_seq_reserve(p, 100, &err), JEV_OK);
+    p->n_tokens = 100;
+    assert_int_equal(jev_seq_fork_light(p, &a, &err), JEV_OK);
+    assert_int_equal(jev_seq_fork_light(p, &b, &err), JEV_OK);
+    assert_true(a->light && b->light && !p->light);
+    assert_null(a->conv);
+    assert_null(a->ssm);
+    assert_true(jev_seq_state_owner(a) == p && jev_seq_state_owner(p) == p);
+    assert_int_equal(st.n_live, 1);
+    assert_int_equal(st.n_light, 2);
+    assert_int_equal(jev_seq_fork_light(p, &c, &err), JEV_ERR_CONTEXT_FULL);
+    assert_non_null(strstr(err.msg, "light-fork slots"));
+    jev_error_clear(&err);
+    assert_int_equal(jev_seq_fork(p, &c, &err), JEV_ERR_CONTEXT_FULL); /* the one full slot is the parent's */
+    assert_non_null(strstr(err.msg, "max_states"));
+    jev_error_clear(&err);
+    assert_int_equal(jev_seq_fork_light(a, &c, &err), JEV_ERR_INVALID_ARG);
+    jev_error_clear(&err);
+    assert_int_equal(jev_seq_reserve(a, 10, &err), JEV_OK); /* its one append */
+    assert_int_equal(a->n_pages, 1);
+    jev_seq_free(p); /* released, kept for its forks */
+    assert_int_equal(st.n_live, 1);
+    jev_seq_free(a);
+    jev_seq_free(b);
+    assert_int_equal(st.n_live, 0);
+    assert_int_equal(st.n_light, 0);
+    assert_int_equal(st.n_free, st.n_pages);
+    jev_state_free(&st);
+    fx_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fork_costs_no_pages),
         cmocka_unit_test(test_parent_frozen_and_deferred_free),
         cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_light_slots),
         cmocka_unit_test(test_rope_axes),
         cmocka_unit_test(test_rope_tables),
     };

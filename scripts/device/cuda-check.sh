@@ -20,7 +20,8 @@
 # last: everything in $OUT as one results.tar.gz, since the device tool returns 8 files; sanitize: the
 # parity binaries under compute-sanitizer memcheck and racecheck, slow; JEV_CUDA_SYNC=1 names a
 # faulting op)
-# Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3),
+# Knobs: WORK (/tmp/jev-cuda), OUT (set by the device tool), COUNTS ("1 4 16 64"), REPEATS (3), BENCH_ARGS
+# (more options for both bench steps),
 # PEER_RECORD (the transformers GPU f32 record to set beside jev; default the committed run 3),
 # MODEL (a model directory to use instead of synthesizing one), AGREE_TOL (1e-4: the largest
 # CPU-vs-CUDA probability difference agree accepts; measured 4.1e-6), CUDA_HOME (/usr/local/cuda),
@@ -42,6 +43,7 @@ cd "$(dirname "$0")/../.."
 WORK=${WORK:-/tmp/jev-cuda}
 OUT=${OUT:-$WORK/out}
 COUNTS=${COUNTS:-1 4 16 64}
+BENCH_ARGS=${BENCH_ARGS:-} # more `jev bench` options for both bench steps (words), e.g. "--batch all --paths shared"
 REPEATS=${REPEATS:-3}
 PEER_RECORD=${PEER_RECORD:-bench/results/2026-12-01-h200-vm-16core-run3/peer-cuda-f32.json}
 BIN=$WORK/bin
@@ -199,8 +201,8 @@ PY
 
 step_bench() {
     local rc=0
-    # shellcheck disable=SC2086 # COUNTS is a list of words
-    "$JEV" bench --model "$MODEL" --backend cuda --counts $COUNTS --repeats "$REPEATS" \
+    # shellcheck disable=SC2086 # COUNTS and BENCH_ARGS are lists of words
+    "$JEV" bench --model "$MODEL" --backend cuda --counts $COUNTS --repeats "$REPEATS" $BENCH_ARGS \
         --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda.json" 2>&1 | tail -20 | tee -a "$OUT/log.txt"
     check_record "$OUT/jev-cuda.json" 2>&1 | tee -a "$OUT/log.txt" || rc=1
     if [ -f "$PEER_RECORD" ]; then
@@ -241,8 +243,8 @@ PY
     "$JEV" verify --model "$MODEL" --backend cuda --precision fast --tolerance "${FAST_VERIFY_TOL:-0.1}" \
         --output "$WORK/verify-fast.json" > "$WORK/verify-fast.txt" 2>&1 || rc=1
     tail -2 "$WORK/verify-fast.txt" | tee -a "$OUT/fast.txt" | tee -a "$OUT/log.txt"
-    # shellcheck disable=SC2086 # COUNTS is a list of words
-    "$JEV" bench --model "$MODEL" --backend cuda --precision fast --counts $COUNTS --repeats "$REPEATS" \
+    # shellcheck disable=SC2086 # COUNTS and BENCH_ARGS are lists of words
+    "$JEV" bench --model "$MODEL" --backend cuda --precision fast --counts $COUNTS --repeats "$REPEATS" $BENCH_ARGS \
         --git-commit "$(cat .carry-cuda/COMMIT)" --output "$OUT/jev-cuda-fast.json" 2>&1 | tail -30 |
         tee -a "$OUT/log.txt" || rc=1
     check_record "$OUT/jev-cuda-fast.json" 2>&1 | tee -a "$OUT/fast.txt" | tee -a "$OUT/log.txt" || rc=1

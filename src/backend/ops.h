@@ -66,13 +66,21 @@ struct jev_gdn_shape {
     int32_t chunk; /* chunk length of the chunked form (HF: 64) */
 };
 
-/* One sequence's tokens in a batch, for the DeltaNet ops. */
+/*
+ * One sequence's tokens in a batch, for the DeltaNet ops. The window and the state are read from
+ * conv_in / ssm_in and the updated ones written to conv / ssm; NULL inputs mean in place (an
+ * ordinary sequence). Separate inputs serve a light fork (model/state.h), which starts from its
+ * parent's state and keeps none of its own: the model layer points the outputs at scratch. The
+ * inputs are only read, and never overlap the outputs.
+ */
 struct jev_gdn_run {
-    int64_t row0;   /* first batch row */
-    int32_t n;      /* rows */
-    bool recurrent; /* token-by-token recurrence (HF: cached single token) instead of the chunked form */
-    float *conv;    /* [kernel-1][conv_dim] window of previous pre-conv inputs, oldest first; updated */
-    float *ssm;     /* [hv][dk][dv] recurrent state; updated */
+    int64_t row0;         /* first batch row */
+    int32_t n;            /* rows */
+    bool recurrent;       /* token-by-token recurrence (HF: cached single token) instead of the chunked form */
+    float *conv;          /* [kernel-1][conv_dim] window of previous pre-conv inputs, oldest first; written */
+    float *ssm;           /* [hv][dk][dv] recurrent state; written */
+    const float *conv_in; /* the window before the run; NULL = conv */
+    const float *ssm_in;  /* the state before the run; NULL = ssm */
 };
 
 struct jev_ops {

@@ -106,17 +106,22 @@ static int32_t collect(struct jev_batcher *b, struct piece *out, int32_t slice) 
     return n;
 }
 
-/* K/V pages and forks a piece takes. */
-static void needs(const struct jev_batcher *b, const struct piece *p, int32_t *pages, int32_t *forks) {
+/* K/V pages, full forks and light forks (model/state.h) a piece takes. */
+static void needs(const struct jev_batcher *b, const struct piece *p, int32_t *pages, int32_t *forks, int32_t *light) {
+    *forks = 0;
+    *light = 0;
     if (p->prefill) {
         const struct jev_seq *seq = b->entries[p->s->entry].seq;
         *pages = pages_of((int64_t)seq->n_tokens + p->n - seq->n_prefix) - seq->n_pages;
-        *forks = 0;
     } else {
         *pages = 0;
-        for (int32_t k = 0; k < p->n; k++)
+        for (int32_t k = 0; k < p->n; k++) {
             *pages += pages_of(p->s->q.qs[p->at + k].suffix.n);
-        *forks = p->n;
+            if (dc_light_fork(&p->s->q, p->at + k))
+                ++*light;
+            else
+                ++*forks;
+        }
     }
     if (b->d->engine->state.n_full == 0)
         *pages = 0;
@@ -188,16 +193,18 @@ bool bt_forward(struct jev_batcher *b, struct jev_batch_step *st) {
         return false;
     int32_t n = pack(b, ps, collect(b, ps, slice), slice);
     /* what the pieces take; a kept prefix gives its pages and slot back when they are short */
-    int32_t pages = 0, forks = 0;
+    int32_t pages = 0, forks = 0, light = 0;
     for (int32_t i = 0; i < n; i++) {
-        int32_t pg = 0, fk = 0;
-        needs(b, &ps[i], &pg, &fk);
+        int32_t pg = 0, fk = 0, lt = 0;
+        needs(b, &ps[i], &pg, &fk, &lt);
         pages += pg;
         forks += fk;
+        light += lt;
     }
     while ((state->n_free < pages || state->max_seqs - state->n_live < forks) && dc_kept_evict(d, NULL))
         ;
-    if (n == 0 || state->n_free < pages || state->max_seqs - state->n_live < forks) {
+    if (n == 0 || state->n_free < pages || state->max_seqs - state->n_live < forks ||
+        state->max_light - state->n_light < light) {
         free(ps); /* nothing to run, or someone else holds what it needs: the next step tries again */
         return false;
     }
@@ -264,7 +271,8 @@ bool bt_forward(struct jev_batcher *b, struct jev_batch_step *st) {
             const struct jev_tokens *suf = &q->qs[p->at + k].suffix;
             int32_t len = (int32_t)suf->n;
             b->seqs[run] = NULL;
-            status = jev_seq_fork(prefix, &b->seqs[run], &err);
+            status = dc_light_fork(q, p->at + k) ? jev_seq_fork_light(prefix, &b->seqs[run], &err)
+                                                 : jev_seq_fork(prefix, &b->seqs[run], &err);
             if (status != JEV_OK)
                 break; /* the forks made so far are released below */
             memcpy(b->ids + row, suf->ids, (size_t)len * sizeof *b->ids);

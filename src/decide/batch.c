@@ -345,12 +345,18 @@ static void prepare(struct jev_batcher *b, struct slot *s) {
     int32_t pages = 0, seqs = 0;
     room(b, &pages, &seqs);
     s->B = st == JEV_OK ? dc_batch_size(q) : 0;
-    if (st == JEV_OK && seqs - 1 < 1)
+    /* the questions' forks: light slots when every suffix may take one, else slots with a state too */
+    bool all_light = true;
+    for (int32_t i = 0; st == JEV_OK && i < s->r->n_questions; i++)
+        all_light = all_light && dc_light_fork(q, i);
+    int32_t fork_room = all_light ? d->engine->state.max_light : seqs - 1;
+    if (st == JEV_OK && (seqs < 1 || fork_room < 1))
         st = jev_fail(&s->err, JEV_ERR_CONTEXT_FULL,
-                      "decide: the engine holds %d sequences, a prefix and one question need 2 (max_batch)",
-                      d->engine->state.max_seqs);
-    if (st == JEV_OK && s->B > seqs - 1)
-        s->B = seqs - 1;
+                      "decide: the engine holds %d sequences with a DeltaNet state (max_states) and %d forks "
+                      "(max_batch); a prefix and one question need 1 and 1",
+                      d->engine->state.max_seqs, d->engine->state.max_light);
+    if (st == JEV_OK && s->B > fork_room)
+        s->B = fork_room;
     if (st == JEV_OK)
         st = dc_fit_batch(q, &s->B, pages);
     if (st != JEV_OK) {

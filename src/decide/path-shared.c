@@ -9,8 +9,9 @@
  *   scoring_ms  per batch: the suffix forward (one run per fork, logits at
  *               each run's last row), reading the answers, and in text mode
  *               the trie rounds
- * Forks (K/V shared read-only, the linear state copied) are outside the
- * phases, inside the total.
+ * Forks (K/V shared read-only; light in label mode: the suffix's forward
+ * reads the prefix's linear state, keeps none; text mode copies it) are
+ * outside the phases, inside the total.
  *
  * No computation is shared between questions: each suffix runs on its own
  * fork even when two questions' texts are equal (benchmark.md).
@@ -29,20 +30,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The most sequences one batch holds at once (the prefix, the forks and their tries' forks); refuses
- * a batch that would not fit the engine's slots even with nothing kept. */
+/* The most sequences with a DeltaNet state one batch holds at once (the prefix, full forks and their
+ * tries' forks); refuses a batch that would not fit the engine's slots even with nothing kept, or
+ * whose light forks (label scoring's) would not. */
 static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
     const struct jev_state *st = &q->d->engine->state;
     *most = 1;
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
-        int32_t need = 1; /* the prefix */
-        for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++)
-            need += 1 + q->qs[i].forks;
+        int32_t need = 1, light = 0; /* the prefix */
+        for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++) {
+            if (dc_light_fork(q, i))
+                light++;
+            else
+                need += 1 + q->qs[i].forks;
+        }
         if (need > st->max_seqs)
             return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
-                            "decide: a batch of %d questions needs %d sequences at once, the engine holds %d "
-                            "(max_batch %d); use a smaller batch or a larger engine",
-                            B, need, st->max_seqs, st->max_seqs - 1);
+                            "decide: a batch of %d questions needs %d sequences with a DeltaNet state at once, the "
+                            "engine holds %d (max_states); use a smaller batch or a larger engine",
+                            B, need, st->max_seqs);
+        if (light > st->max_light)
+            return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
+                            "decide: a batch of %d questions needs %d forks at once, the engine holds %d "
+                            "(max_batch); use a smaller batch or a larger engine",
+                            B, light, st->max_light);
         *most = need > *most ? need : *most;
     }
     return JEV_OK;
@@ -194,7 +205,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
         int32_t n = q->r->n_questions - b0 < B ? q->r->n_questions - b0 : B;
         for (int32_t k = 0; k < n; k++)
-            JEV_TRY(dc_seq_fork(q, prefix, &q->seqs[k]));
+            JEV_TRY(dc_seq_fork_question(q, prefix, b0 + k, &q->seqs[k]));
         double t1 = jev_now_ms();
         int32_t row = 0;
         for (int32_t k = 0; k < n; k++) {

@@ -182,6 +182,12 @@ void dc_mrope_slice(const struct dc_req *q, int32_t n, int32_t start, int32_t co
 /* A fresh sequence / a fork / a release, kept in q->live so that every exit releases them. */
 enum jev_status dc_seq_new(struct dc_req *q, struct jev_seq **out);
 enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev_seq **out);
+/* Question i's suffix fork of the prefix: light (model/state.h) where dc_light_fork says so, else full. */
+enum jev_status dc_seq_fork_question(struct dc_req *q, struct jev_seq *parent, int32_t i, struct jev_seq **out);
+/* Whether question i's suffix runs on a light fork: label scoring reads only the logits at the suffix's
+ * last token, so the DeltaNet state after it is never needed, provided the suffix fits one slice of the
+ * engine's forward (lm.c). Text mode forks its sequences again and keeps them: full forks. */
+bool dc_light_fork(const struct dc_req *q, int32_t i);
 void dc_seq_release(struct dc_req *q, struct jev_seq *s);
 /* Takes s out of the request's table without freeing it (the decider keeps it: dc_kept). */
 void dc_seq_detach(struct dc_req *q, struct jev_seq *s);

@@ -370,12 +370,30 @@ enum jev_status dc_seq_new(struct dc_req *q, struct jev_seq **out) {
     return JEV_OK;
 }
 
-enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev_seq **out) {
-    JEV_TRY(jev_seq_fork(parent, out, q->err));
+static enum jev_status fork_held(struct dc_req *q, struct jev_seq *parent, bool light, struct jev_seq **out) {
+    JEV_TRY(light ? jev_seq_fork_light(parent, out, q->err) : jev_seq_fork(parent, out, q->err));
     q->res->stats.forks++;
     JEV_TRY(hold(q, *out));
     dc_track(q);
     return JEV_OK;
+}
+
+enum jev_status dc_seq_fork(struct dc_req *q, struct jev_seq *parent, struct jev_seq **out) {
+    return fork_held(q, parent, false, out);
+}
+
+bool dc_light_fork(const struct dc_req *q, int32_t i) {
+    const struct jev_engine *e = q->d->engine;
+    if (q->p.scoring != JEV_SCORING_LABEL || (e && e->state.max_light == 0))
+        return false;
+    /* the forward's slice: the engine's, or for a planner the request's (its caller passes the slice of
+     * the engine it plans for) */
+    int32_t slice = e ? e->lm.p.max_batch_tokens : q->p.prefill_chunk;
+    return q->qs[i].suffix.n <= (size_t)slice;
+}
+
+enum jev_status dc_seq_fork_question(struct dc_req *q, struct jev_seq *parent, int32_t i, struct jev_seq **out) {
+    return fork_held(q, parent, dc_light_fork(q, i), out);
 }
 
 void dc_seq_detach(struct dc_req *q, struct jev_seq *s) {
@@ -398,11 +416,11 @@ void dc_seq_release(struct dc_req *q, struct jev_seq *s) {
 void dc_track(struct dc_req *q) {
     const struct jev_state *st = &q->d->engine->state;
     int64_t pages = st->n_pages - st->n_free;
-    int64_t dyn = pages * q->d->page_bytes + (int64_t)st->n_live * q->d->seq_bytes;
+    int64_t dyn = pages * q->d->page_bytes + (int64_t)st->n_live * q->d->seq_bytes; /* light forks: pages only */
     if (dyn > q->peak_dyn)
         q->peak_dyn = dyn;
-    if (st->n_live > q->peak_seqs)
-        q->peak_seqs = st->n_live;
+    if (st->n_live + st->n_light > q->peak_seqs)
+        q->peak_seqs = st->n_live + st->n_light;
 }
 
 /* Every path's forwards come through here, so the time limit is checked once per forward: a
@@ -482,7 +500,7 @@ enum jev_status dc_prepare_scratch(struct dc_req *q) {
     q->cap_tasks = (int32_t)(tasks > runs ? tasks : runs);
     q->n_vocab = q->d->model->weights.text.lm_head.rows;
     int64_t cols = (text || q->p.path == JEV_DECIDE_GENERATE) ? q->n_vocab : (q->n_cols > 0 ? q->n_cols : 1);
-    q->cap_live = e->state.max_seqs + 1;
+    q->cap_live = e->state.max_seqs + e->state.max_light + 1;
     int64_t D = q->d->model->config.text.hidden;
     int32_t embd_n = q->cap_tokens > q->cap_prompt ? q->cap_tokens : q->cap_prompt;
     /* every buffer, in the order they are taken below */

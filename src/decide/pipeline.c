@@ -421,7 +421,7 @@ void jev_decide_result_free(struct jev_decide_result *res) {
  * new-token budget (generate_json).
  */
 enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                                int32_t *max_batch, int32_t *max_tokens, struct jev_error *err) {
+                                int32_t *max_batch, int32_t *max_states, int32_t *max_tokens, struct jev_error *err) {
     struct jev_decide_result res = {0};
     struct dc_req q;
     req_init(&q, d, r, p, &res, err);
@@ -429,7 +429,7 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
     /* the image's token count is needed for the prompt length: decode it (no forward) */
     enum jev_status s = prepare(&q, true, false);
     if (s == JEV_OK) {
-        int32_t P = (int32_t)q.prefix.n, seqs = 1, toks = P;
+        int32_t P = (int32_t)q.prefix.n, seqs = 1, states = 1, toks = P;
         if (q.p.path == JEV_DECIDE_GENERATE) {
             int32_t budget = q.p.max_new_tokens > 0 ? q.p.max_new_tokens : jev_genjson_max_tokens(r->n_questions);
             toks = P + (int32_t)q.gen.n + budget;
@@ -443,13 +443,18 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
                             longest_cand = q.qs[i].trie.nodes[n].depth;
             toks = P + q.max_suffix + longest_cand;
             for (int32_t b0 = 0; b0 < r->n_questions; b0 += B) {
-                int32_t need = q.p.path == JEV_DECIDE_SHARED ? 1 : 0;
-                for (int32_t i = b0; i < b0 + B && i < r->n_questions; i++)
+                bool shared = q.p.path == JEV_DECIDE_SHARED;
+                int32_t need = shared ? 1 : 0, full = need;
+                for (int32_t i = b0; i < b0 + B && i < r->n_questions; i++) {
                     need += 1 + q.qs[i].forks;
+                    full += shared && dc_light_fork(&q, i) ? 0 : 1 + q.qs[i].forks; /* light: no state */
+                }
                 seqs = need > seqs ? need : seqs;
+                states = full > states ? full : states;
             }
         }
         *max_batch = seqs - 1 > 1 ? seqs - 1 : 1;
+        *max_states = states;
         *max_tokens = toks;
     }
     dc_req_free(&q);

@@ -2,16 +2,24 @@
  * engine.c - jev_engine_init / jev_engine_free / jev_engine_last_error
  * (include/jev.h) and the engine's sizing.
  *
- * Sizing: the state pool holds max_batch + 1 sequences (a prefix and its
- * forks) of at most max_tokens tokens, with K/V room for 2 * max_tokens own
- * tokens over all of them; the LM processes up to prefill_chunk tokens per
- * internal slice (a larger batch runs in consecutive slices).
+ * Sizing: the state pool holds max_states sequences with a DeltaNet state of
+ * their own (default max_batch + 1: a prefix and its forks) and max_batch
+ * light forks (state.h: label scoring's), of at most max_tokens tokens, with
+ * K/V room for 2 * max_tokens own tokens over all of them; the LM processes
+ * up to prefill_chunk tokens per internal slice (a larger batch runs in
+ * consecutive slices) and holds one layer's DeltaNet state of scratch per
+ * light fork of a batch.
  */
 #include "model/engine.h" // defines: struct jev_engine
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Light forks in one forward slice: each holds one layer's DeltaNet state of scratch (1 MiB for the 0.8B
+ * model), so 64 cost 68 MB; a slice of 1,024 tokens holds 28 of the benchmark's 36-token suffixes, so
+ * the bound ends a slice early only for suffixes of under 16 tokens. */
+#define LIGHT_PER_SLICE 64
 
 /* What jev_engine_counts reports: engines and weight mirrors made by this process. */
 static atomic_llong engines_made, mirrors_made;
@@ -75,14 +83,17 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         p->max_tokens = 8192;
     if (p->max_batch == 0)
         p->max_batch = 64;
+    if (p->max_states == 0 && p->max_batch > 0 && p->max_batch <= JEV_ENGINE_MAX_BATCH)
+        p->max_states = p->max_batch + 1;
     if (p->max_tokens < 0 || p->max_tokens > JEV_ENGINE_MAX_TOKENS || p->max_batch < 0 ||
-        p->max_batch > JEV_ENGINE_MAX_BATCH || p->prefill_chunk < 0 || p->prefill_chunk > 65536)
+        p->max_batch > JEV_ENGINE_MAX_BATCH || p->prefill_chunk < 0 || p->prefill_chunk > 65536 || p->max_states < 0 ||
+        p->max_states > JEV_ENGINE_MAX_BATCH + 1)
         return engine_fail(e, out,
                            jev_fail(&e->err, JEV_ERR_INVALID_ARG,
-                                    "jev_engine_init: max_tokens %d (1..%d), max_batch %d (1..%d) or "
-                                    "prefill_chunk %d (0 = the backend's, up to 65536) out of range",
+                                    "jev_engine_init: max_tokens %d (1..%d), max_batch %d (1..%d), max_states %d "
+                                    "(0..%d) or prefill_chunk %d (0 = the backend's, up to 65536) out of range",
                                     p->max_tokens, JEV_ENGINE_MAX_TOKENS, p->max_batch, JEV_ENGINE_MAX_BATCH,
-                                    p->prefill_chunk));
+                                    p->max_states, JEV_ENGINE_MAX_BATCH + 1, p->prefill_chunk));
     if (p->precision != JEV_PRECISION_EXACT && p->precision != JEV_PRECISION_FAST)
         return engine_fail(e, out,
                            jev_fail(&e->err, JEV_ERR_INVALID_ARG,
@@ -114,14 +125,19 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
     atomic_fetch_add(&mirrors_made, 1);
     if (JEV_OK != jev_weights_mirror_init(&e->weights, cfg, &model->weights, e->ops, e->be, &e->err))
         return engine_fail(e, out, e->err.status);
-    struct jev_state_params sp = {
-        .max_tokens = p->max_tokens, .max_seqs = p->max_batch + 1, .kv_tokens = 0, .ops = e->ops, .be = e->be};
+    struct jev_state_params sp = {.max_tokens = p->max_tokens,
+                                  .max_seqs = p->max_states,
+                                  .max_light = p->max_batch,
+                                  .kv_tokens = 0,
+                                  .ops = e->ops,
+                                  .be = e->be};
     if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))
         return engine_fail(e, out, e->err.status);
     struct jev_lm_params lp = {.max_batch_tokens = p->prefill_chunk,
                                .max_runs = p->max_batch + 1,
                                .max_tokens = p->max_tokens,
-                               .max_spans = jev_seq_max_spans(&e->state)};
+                               .max_spans = jev_seq_max_spans(&e->state),
+                               .max_light = p->max_batch < LIGHT_PER_SLICE ? p->max_batch : LIGHT_PER_SLICE};
     if (JEV_OK != jev_lm_init(&e->lm, cfg, e->weights.w, e->ops, e->be, &lp, &e->err))
         return engine_fail(e, out, e->err.status);
     *out = e;

@@ -43,6 +43,16 @@ static void fill_defaults(struct jev_lm_params *p) {
         p->max_tokens = 8192;
     if (p->max_spans <= 0)
         p->max_spans = (p->max_tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE + p->max_runs + 1;
+    if (p->max_light < 0)
+        p->max_light = 0;
+}
+
+/* Floats of one DeltaNet layer's state (conv window, recurrent matrix): a light run's scratch. */
+static size_t light_floats(const struct jev_text_config *t) {
+    if (t->n_linear_layers == 0)
+        return 0;
+    return (size_t)(t->conv_kernel - 1) * (size_t)t->conv_dim +
+           (size_t)t->lin_v_heads * (size_t)t->lin_k_dim * (size_t)t->lin_v_dim;
 }
 
 /*
@@ -76,6 +86,7 @@ static size_t device_bytes(const struct jev_config *cfg, const struct jev_lm_par
     struct lm_sizes s = sizes_of(&cfg->text);
     size_t T = (size_t)p->max_batch_tokens;
     size_t floats = T * (size_t)(4 * s.d + s.big_a + s.big_b + 2 * s.mid + 2 * s.kv + 4 * s.hv + 2 * s.nf);
+    floats += (size_t)p->max_light * light_floats(&cfg->text);
     return floats * sizeof(float) + 24 * 64;
 }
 
@@ -206,6 +217,8 @@ enum jev_status jev_lm_init(struct jev_lm *lm, const struct jev_config *cfg, con
     ALLOC(gbeta, T * (size_t)s.hv, float);
     ALLOC(cos, T * (size_t)s.nf, float);
     ALLOC(sin, T * (size_t)s.nf, float);
+    if (lm->p.max_light > 0 && light_floats(t) > 0)
+        ALLOC(light_lin, (size_t)lm->p.max_light * light_floats(t), float);
     a = &lm->host_arena;
     ALLOC(spans, runs * (size_t)lm->p.max_spans, struct jev_kv_span);
     ALLOC(attn_runs, runs, struct jev_attn_run);
@@ -268,6 +281,16 @@ static enum jev_status check_batch(const struct jev_lm *lm, const struct jev_lm_
         if (!b->seqs[r] || b->seq_len[r] <= 0)
             return jev_fail(err, JEV_ERR_INVALID_ARG, "lm: run %d has no sequence or a length %d < 1", r,
                             b->seq_len[r]);
+        if (b->seqs[r]->light) {
+            /* its state lives in one slice's scratch (gated_deltanet), so the run must fit one slice */
+            if (b->seq_len[r] > lm->p.max_batch_tokens)
+                return jev_fail(err, JEV_ERR_INVALID_ARG,
+                                "lm: run %d is a light fork of %d tokens, longer than one slice of %d tokens; fork it "
+                                "in full",
+                                r, b->seq_len[r], lm->p.max_batch_tokens);
+            if (lm->p.max_light == 0)
+                return jev_fail(err, JEV_ERR_INVALID_ARG, "lm: run %d is a light fork; this lm has no room for one", r);
+        }
         for (int32_t q = 0; q < r; q++)
             if (b->seqs[q] == b->seqs[r])
                 return jev_fail(err, JEV_ERR_INVALID_ARG, "lm: runs %d and %d name the same sequence", q, r);
@@ -342,6 +365,7 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
     ops->matmul(lm->be, &W->in_a, lm->h, T, lm->ga);
 
     int64_t row = 0;
+    int32_t light = 0;
     for (int32_t r = 0; r < n_runs; r++) {
         struct jev_seq *seq = lm->slice_seq[r];
         struct jev_gdn_run *g = &lm->gdn_runs[r];
@@ -349,8 +373,18 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
         g->n = lm->slice_len[r];
         /* HF: a layer with cached state and one new token takes the recurrent path */
         g->recurrent = g->n == 1 && seq->n_tokens > 0;
-        g->conv = jev_seq_conv(seq, lin);
-        g->ssm = jev_seq_ssm(seq, lin);
+        if (seq->light) { /* from the parent's state into this slice's scratch, which the next layer reuses */
+            float *scratch = lm->light_lin + (size_t)light++ * light_floats(t);
+            g->conv_in = jev_seq_conv(seq->parent, lin);
+            g->ssm_in = jev_seq_ssm(seq->parent, lin);
+            g->conv = scratch;
+            g->ssm = scratch + (size_t)(t->conv_kernel - 1) * (size_t)t->conv_dim;
+        } else {
+            g->conv_in = NULL;
+            g->ssm_in = NULL;
+            g->conv = jev_seq_conv(seq, lin);
+            g->ssm = jev_seq_ssm(seq, lin);
+        }
         row += g->n;
     }
     /* conv + SiLU per sequence, gates, then the delta rule from each sequence's recurrent state */
@@ -564,12 +598,22 @@ enum jev_status jev_lm_forward(struct jev_lm *lm, const struct jev_lm_batch *b, 
         }
     }
 
-    /* Slices of at most max_batch_tokens; a run that does not fit continues in the next. */
+    /* Slices of at most max_batch_tokens; a run that does not fit continues in the next, except a light
+     * fork's, which starts the next slice (check_batch: it fits one), as it does when the slice holds
+     * max_light light runs already (their scratch). */
     int64_t cap = lm->p.max_batch_tokens;
     int64_t row0 = 0, fill = 0;
-    int32_t n_runs = 0;
+    int32_t n_runs = 0, n_light = 0;
     for (int32_t r = 0; r < b->n_runs; r++) {
         int32_t left = b->seq_len[r];
+        if (b->seqs[r]->light && (fill + left > cap || n_light == lm->p.max_light)) {
+            forward_slice(lm, b, row0, fill, n_runs);
+            row0 += fill;
+            fill = 0;
+            n_runs = 0;
+            n_light = 0;
+        }
+        n_light += b->seqs[r]->light;
         while (left > 0) {
             int32_t take = (int32_t)(cap - fill < left ? cap - fill : left);
             lm->slice_seq[n_runs] = b->seqs[r];
@@ -582,6 +626,7 @@ enum jev_status jev_lm_forward(struct jev_lm *lm, const struct jev_lm_batch *b, 
                 row0 += fill;
                 fill = 0;
                 n_runs = 0;
+                n_light = 0;
             }
         }
     }

@@ -42,6 +42,8 @@ struct jev_lm_params {
     int32_t max_runs;         /* sequences in one batch; 0 = 64 */
     int32_t max_tokens;       /* longest sequence (attention scratch); 0 = 8192 */
     int32_t max_spans;        /* K/V spans one sequence may have (jev_seq_max_spans) */
+    int32_t max_light;        /* light forks (state.h) in one slice, each a layer's DeltaNet state of scratch: a
+                                 slice ends early at this many; 0 = no light forks */
 };
 
 struct jev_lm_batch {
@@ -87,6 +89,7 @@ struct jev_lm {
     float *cos;                     /* [T][n_freq] */
     float *sin;                     /* [T][n_freq] */
     float *xo;                      /* [T][D] final-normed rows at logit positions */
+    float *light_lin;               /* [max_light][(K-1)*conv_dim + Hv*dk*dv] one layer's state per light run */
     struct jev_kv_span *spans;      /* [max_runs][max_spans] */
     struct jev_attn_run *attn_runs; /* [max_runs] (a slice may split a run: max_runs + 1) */
     struct jev_gdn_run *gdn_runs;   /* [max_runs + 1] */

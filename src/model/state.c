@@ -6,7 +6,8 @@
  * page id serves all layers of a token range. A sequence owns a page table
  * (its slot's row of page_table) for the tokens after its prefix. The linear
  * state of slot s is one contiguous block: conv windows of all LINEAR layers,
- * then their recurrent matrices.
+ * then their recurrent matrices. Light slots (state.h) follow the full ones
+ * in seqs and page_table and have no linear block.
  *
  * The big blocks are calloc'ed: the OS hands out zero pages lazily, so an
  * engine sized for 8192 tokens x 65 sequences costs address space up front
@@ -38,7 +39,7 @@ static int64_t lin_floats_per_layer(const struct jev_text_config *t) {
 static int32_t pool_pages(const struct jev_state_params *p) {
     int64_t kv_tokens = p->kv_tokens > 0 ? p->kv_tokens : 2 * (int64_t)p->max_tokens;
     /* every live sequence may waste up to one partial page */
-    return div_up(kv_tokens, JEV_KV_PAGE) + p->max_seqs;
+    return div_up(kv_tokens, JEV_KV_PAGE) + p->max_seqs + p->max_light;
 }
 
 size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_params *p) {
@@ -46,9 +47,9 @@ size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_para
     size_t page = (size_t)t->n_full_layers * 2 * JEV_KV_PAGE * (size_t)t->kv_dim * sizeof(float);
     size_t lin = (size_t)t->n_linear_layers * (size_t)lin_floats_per_layer(t) * sizeof(float);
     size_t max_pages = (size_t)div_up(p->max_tokens, JEV_KV_PAGE);
+    size_t slots = (size_t)p->max_seqs + (size_t)p->max_light;
     return (size_t)pool_pages(p) * page + (size_t)p->max_seqs * lin +
-           (size_t)p->max_seqs * (sizeof(struct jev_seq) + max_pages * sizeof(int32_t)) +
-           (size_t)pool_pages(p) * sizeof(int32_t);
+           slots * (sizeof(struct jev_seq) + max_pages * sizeof(int32_t)) + (size_t)pool_pages(p) * sizeof(int32_t);
 }
 
 /* ---- pool lifetime ---- */
@@ -69,13 +70,14 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
                                struct jev_error *err) {
     memset(st, 0, sizeof *st);
     const struct jev_text_config *t = &cfg->text;
-    if (p->max_tokens <= 0 || p->max_seqs <= 0 || p->kv_tokens < 0)
-        return jev_fail(err, JEV_ERR_INVALID_ARG, "state: max_tokens (%d) and max_seqs (%d) must be positive",
-                        p->max_tokens, p->max_seqs);
-    if (p->max_tokens > (1 << 24) || p->max_seqs > 4096)
+    if (p->max_tokens <= 0 || p->max_seqs <= 0 || p->kv_tokens < 0 || p->max_light < 0)
         return jev_fail(err, JEV_ERR_INVALID_ARG,
-                        "state: max_tokens %d (limit 16777216) or max_seqs %d (limit 4096) too large", p->max_tokens,
-                        p->max_seqs);
+                        "state: max_tokens (%d) and max_seqs (%d) must be positive, max_light (%d) not negative",
+                        p->max_tokens, p->max_seqs, p->max_light);
+    if (p->max_tokens > (1 << 24) || p->max_seqs > 4096 || p->max_light > 4096)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "state: max_tokens %d (limit 16777216), max_seqs %d or max_light %d (limit 4096) too large",
+                        p->max_tokens, p->max_seqs, p->max_light);
     st->n_layers = t->n_layers;
     st->n_full = t->n_full_layers;
     st->n_linear = t->n_linear_layers;
@@ -88,6 +90,8 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
     st->ssm_floats = (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim;
     st->max_tokens = p->max_tokens;
     st->max_seqs = p->max_seqs;
+    st->max_light = p->max_light;
+    int32_t slots = st->max_seqs + st->max_light;
     st->max_pages = div_up(p->max_tokens, JEV_KV_PAGE);
     st->n_pages = st->n_full > 0 ? pool_pages(p) : 0;
 
@@ -101,8 +105,8 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
         st->kv = block_alloc(st, (size_t)st->n_pages * page_floats);
     if (lin_floats > 0)
         st->lin = block_alloc(st, (size_t)st->max_seqs * lin_floats);
-    st->seqs = calloc((size_t)st->max_seqs, sizeof *st->seqs);
-    st->page_table = calloc((size_t)st->max_seqs * (size_t)st->max_pages, sizeof(int32_t));
+    st->seqs = calloc((size_t)slots, sizeof *st->seqs);
+    st->page_table = calloc((size_t)slots * (size_t)st->max_pages, sizeof(int32_t));
     st->free_pages = calloc((size_t)(st->n_pages > 0 ? st->n_pages : 1), sizeof(int32_t));
     if ((st->n_pages > 0 && page_floats > 0 && !st->kv) || (lin_floats > 0 && !st->lin) || !st->seqs ||
         !st->page_table || !st->free_pages) {
@@ -114,12 +118,13 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
     for (int32_t i = 0; i < st->n_pages; i++)
         st->free_pages[i] = st->n_pages - 1 - i;
     st->n_free = st->n_pages;
-    for (int32_t s = 0; s < st->max_seqs; s++) {
+    for (int32_t s = 0; s < slots; s++) {
         struct jev_seq *q = &st->seqs[s];
         q->st = st;
         q->slot = s;
+        q->light = s >= st->max_seqs;
         q->pages = st->page_table + (size_t)s * (size_t)st->max_pages;
-        q->conv = st->lin ? st->lin + (size_t)s * lin_floats : NULL;
+        q->conv = st->lin && !q->light ? st->lin + (size_t)s * lin_floats : NULL;
         q->ssm = q->conv ? q->conv + (size_t)st->n_linear * (size_t)st->conv_keep * (size_t)st->conv_dim : NULL;
     }
     return JEV_OK;
@@ -145,12 +150,13 @@ static size_t lin_bytes(const struct jev_state *st) {
 }
 
 /*
- * A free slot, reset to an empty sequence with the caller's reference.
- * Linear search: max_seqs is small (the batch size) and this runs once per
- * sequence, not per token.
+ * A free full or light slot, reset to an empty sequence with the caller's
+ * reference. Linear search: the slot counts are small (the batch size) and
+ * this runs once per sequence, not per token.
  */
-static struct jev_seq *take_slot(struct jev_state *st, struct jev_error *err) {
-    for (int32_t s = 0; s < st->max_seqs; s++) {
+static struct jev_seq *take_slot(struct jev_state *st, bool light, struct jev_error *err) {
+    int32_t s0 = light ? st->max_seqs : 0, s1 = light ? st->max_seqs + st->max_light : st->max_seqs;
+    for (int32_t s = s0; s < s1; s++) {
         struct jev_seq *q = &st->seqs[s];
         if (!q->live) {
             q->live = true;
@@ -162,11 +168,19 @@ static struct jev_seq *take_slot(struct jev_state *st, struct jev_error *err) {
             q->parent = NULL;
             q->n_prefix = 0;
             q->n_pages = 0;
-            st->n_live++;
+            if (light)
+                st->n_light++;
+            else
+                st->n_live++;
             return q;
         }
     }
-    jev_fail(err, JEV_ERR_CONTEXT_FULL, "state: all %d sequence slots are in use (engine max_batch)", st->max_seqs);
+    if (light)
+        jev_fail(err, JEV_ERR_CONTEXT_FULL, "state: all %d light-fork slots are in use (engine max_batch)",
+                 st->max_light);
+    else
+        jev_fail(err, JEV_ERR_CONTEXT_FULL,
+                 "state: all %d sequence slots with a DeltaNet state are in use (engine max_states)", st->max_seqs);
     return NULL;
 }
 
@@ -176,7 +190,7 @@ static int32_t pages_in_use(const struct jev_state *st) { return st->n_pages - s
 /* A fresh sequence starts from zero conv windows and zero recurrent matrices (HF's initial state). */
 enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct jev_error *err) {
     *out = NULL;
-    struct jev_seq *q = take_slot(st, err);
+    struct jev_seq *q = take_slot(st, false, err);
     if (!q)
         return err ? err->status : JEV_ERR_CONTEXT_FULL;
     if (q->conv)
@@ -186,18 +200,22 @@ enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct j
 }
 
 /*
- * The child starts where the parent is: same token count and rope_delta, a
- * copy of the linear state, and the parent's tokens as its read-only prefix.
- * The parent gains a reference and a child, which freezes it (reserve).
+ * The child starts where the parent is: same token count and rope_delta, the
+ * parent's tokens as its read-only prefix and (a full child) a copy of the
+ * linear state. The parent gains a reference and a child, which freezes it
+ * (reserve).
  */
-enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err) {
+static enum jev_status fork_into(struct jev_seq *parent, bool light, struct jev_seq **out, struct jev_error *err) {
     *out = NULL;
     struct jev_state *st = parent->st;
     if (!parent->live || parent->released)
         return jev_fail(err, JEV_ERR_INVALID_ARG, "state: cannot fork a freed sequence");
+    if (parent->light)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "state: sequence %d is a light fork; it has no DeltaNet state to fork from", parent->slot);
     /* Pages reserved but not filled would be shadowed by the child's own: give them back. */
     jev_seq_unreserve(parent);
-    struct jev_seq *q = take_slot(st, err);
+    struct jev_seq *q = take_slot(st, light, err);
     if (!q)
         return err ? err->status : JEV_ERR_CONTEXT_FULL;
     q->parent = parent;
@@ -212,6 +230,18 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
     st->n_forks++;
     *out = q;
     return JEV_OK;
+}
+
+enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err) {
+    return fork_into(parent, false, out, err);
+}
+
+enum jev_status jev_seq_fork_light(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err) {
+    return fork_into(parent, true, out, err);
+}
+
+struct jev_seq *jev_seq_state_owner(struct jev_seq *seq) {
+    return seq->light ? seq->parent : seq;
 }
 
 /* Returns q's pages beyond the first `keep` to the free stack. */
@@ -232,7 +262,10 @@ static void destroy(struct jev_seq *q) {
         give_pages_back(q, 0);
         q->live = false;
         q->parent = NULL;
-        q->st->n_live--;
+        if (q->light)
+            q->st->n_light--;
+        else
+            q->st->n_live--;
         if (!parent)
             return;
         parent->n_children--;
@@ -266,6 +299,11 @@ enum jev_status jev_seq_reserve(struct jev_seq *seq, int32_t n, struct jev_error
         return jev_fail(err, JEV_ERR_INVALID_ARG,
                         "state: sequence %d has %d live forks; its K/V are their prefix and cannot grow", seq->slot,
                         seq->n_children);
+    if (seq->light && n > 0 && seq->n_tokens > seq->n_prefix && st->n_linear > 0)
+        return jev_fail(err, JEV_ERR_INVALID_ARG,
+                        "state: sequence %d is a light fork that has run; its DeltaNet state was not kept, so it "
+                        "cannot take more tokens",
+                        seq->slot);
     if (n < 0 || (int64_t)seq->n_tokens + n > st->max_tokens)
         return jev_fail(err, JEV_ERR_CONTEXT_FULL, "state: %d + %d tokens exceed the engine's max_tokens %d",
                         seq->n_tokens, n, st->max_tokens);
@@ -309,7 +347,8 @@ float *jev_seq_v_row(struct jev_seq *seq, int32_t full, int32_t index) {
     return jev_seq_k_row(seq, full, index) + JEV_KV_PAGE * (size_t)seq->st->kv_dim;
 }
 
-int32_t jev_seq_max_spans(const struct jev_state *st) { return st->max_pages + st->max_seqs; }
+/* A chain of full ancestors, then at most one light fork at its end. */
+int32_t jev_seq_max_spans(const struct jev_state *st) { return st->max_pages + st->max_seqs + (st->max_light > 0); }
 
 /*
  * Ancestors first (recursively: their own prefixes before their own pages),

@@ -13,12 +13,23 @@
  *
  * Fork (jev_seq_fork): the child refers to the parent's K/V as a read-only
  * prefix and copies only the fixed-size linear state, so a fork costs the
- * same at any context length. Rules:
+ * same at any context length.
+ *
+ * Light fork (jev_seq_fork_light): a child with K/V pages of its own and no
+ * linear state at all. Its one forward reads the parent's conv windows and
+ * recurrent matrices and writes the updated ones to the forward's scratch
+ * (model/lm.c), so nothing of them outlives the forward: what scoring a
+ * label needs (the logits at the suffix's last token), for no slot storage
+ * and no copy. A light slot costs a page table; a full slot one linear state
+ * (about 20 MB for the 0.8B model, device memory on CUDA), which is what
+ * bounds how many forks fit. Rules:
  * - A sequence with live children is frozen: appending to it fails with
  *   JEV_ERR_INVALID_ARG (its K/V are someone's prefix; its linear state is
  *   still its own, but advancing it would desynchronise the two halves).
  * - Children are independent of each other and may be forked again (the
- *   prefix is then a chain of ancestors).
+ *   prefix is then a chain of ancestors). A light fork may not: it is
+ *   forked from a full sequence, appended to once (one forward, never split
+ *   across the forward's slices: lm.c) and then only read or freed.
  * - jev_seq_free releases the caller's reference; the storage of a parent
  *   returns to the pool only when its last child is freed too.
  *
@@ -42,7 +53,8 @@
 
 struct jev_state_params {
     int32_t max_tokens; /* longest sequence, prefix included */
-    int32_t max_seqs;   /* sequences alive at once (forks and released parents included) */
+    int32_t max_seqs;   /* full sequences alive at once (forks and released parents included) */
+    int32_t max_light;  /* light forks alive at once (jev_seq_fork_light); 0 = none */
     int32_t kv_tokens;  /* own tokens of all live sequences together; 0 = 2 * max_tokens */
     /* Where the K/V pool and the linear states live: the backend's memory (device memory for
      * CUDA), so that the ops read them in place. NULL: the CPU's (host memory, calloc'ed). */
@@ -56,6 +68,7 @@ struct jev_seq {
     struct jev_state *st;   /* the pool it lives in */
     int32_t slot;           /* index of its linear-state slot and page table */
     bool live;              /* slot in use */
+    bool light;             /* a light slot: no linear state (conv and ssm NULL), K/V pages only */
     bool released;          /* the caller freed it; kept while children use its K/V */
     int32_t refs;           /* the caller's reference (until released) + one per live child */
     int32_t n_children;     /* live direct children (append is refused while > 0) */
@@ -65,8 +78,8 @@ struct jev_seq {
     int32_t n_prefix;       /* tokens held by ancestors (own K/V start at this index) */
     int32_t n_pages;        /* own K/V pages in use */
     int32_t *pages;         /* [max_pages] page ids into the pool, in token order */
-    float *conv;            /* [n_linear][K-1][conv_dim] conv windows, oldest input first */
-    float *ssm;             /* [n_linear][Hv][dk][dv] recurrent matrices */
+    float *conv;            /* [n_linear][K-1][conv_dim] conv windows, oldest input first; NULL when light */
+    float *ssm;             /* [n_linear][Hv][dk][dv] recurrent matrices; NULL when light */
 };
 
 struct jev_state {
@@ -80,7 +93,8 @@ struct jev_state {
     int32_t conv_keep;                  /* K - 1 */
     int64_t ssm_floats;                 /* Hv * dk * dv per layer */
     int32_t max_tokens;                 /* per-sequence limit */
-    int32_t max_seqs;                   /* slots */
+    int32_t max_seqs;                   /* full slots (with a linear state): seqs[0, max_seqs) */
+    int32_t max_light;                  /* light slots: seqs[max_seqs, max_seqs + max_light) */
     int32_t max_pages;                  /* pages one sequence may own */
     int32_t n_pages;                    /* pages in the pool */
     /* storage (allocated once) */
@@ -88,12 +102,13 @@ struct jev_state {
     struct jev_backend *be;
     float *kv;            /* [n_pages][n_full][2][JEV_KV_PAGE][kv_dim] */
     float *lin;           /* [max_seqs][n_linear * ((K-1)*conv_dim + ssm_floats)] */
-    struct jev_seq *seqs; /* [max_seqs] */
-    int32_t *page_table;  /* [max_seqs][max_pages] */
+    struct jev_seq *seqs; /* [max_seqs + max_light] */
+    int32_t *page_table;  /* [max_seqs + max_light][max_pages] */
     int32_t *free_pages;  /* [n_pages] stack of free page ids */
     int32_t n_free;       /* entries of free_pages */
     /* statistics */
-    int32_t n_live;     /* live slots */
+    int32_t n_live;     /* live full slots */
+    int32_t n_light;    /* live light slots */
     int32_t peak_pages; /* most pages in use at once */
     int64_t n_forks;    /* forks made */
     size_t bytes;       /* bytes allocated at init */
@@ -112,6 +127,12 @@ enum jev_status jev_seq_new(struct jev_state *st, struct jev_seq **out, struct j
 
 /* A child sharing parent's K/V as a read-only prefix; copies the linear state. */
 enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err);
+
+/* A light child of a full parent (the rules above): no copy; a light slot. */
+enum jev_status jev_seq_fork_light(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err);
+
+/* The sequence whose linear state seq's next forward starts from: seq itself, or a light fork's parent. */
+struct jev_seq *jev_seq_state_owner(struct jev_seq *seq);
 
 /* Releases the caller's reference (NULL is a no-op). */
 void jev_seq_free(struct jev_seq *seq);
@@ -139,7 +160,7 @@ float *jev_seq_v_row(struct jev_seq *seq, int32_t full, int32_t index);
 int32_t jev_seq_spans(const struct jev_seq *seq, int32_t full, int32_t n, struct jev_kv_span *spans);
 int32_t jev_seq_max_spans(const struct jev_state *st);
 
-/* The conv window and recurrent matrix of LINEAR layer `lin`. */
+/* The conv window and recurrent matrix of LINEAR layer `lin` (of a full sequence). */
 float *jev_seq_conv(struct jev_seq *seq, int32_t lin);
 float *jev_seq_ssm(struct jev_seq *seq, int32_t lin);
 

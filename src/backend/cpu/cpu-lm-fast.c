@@ -172,6 +172,7 @@ JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
     for (int32_t c = 0; c < nc; c++)
         for (int32_t k = 0; k < K; k++)
             tt[k * CONV_BLOCK + c] = j->taps[(int64_t)(c0 + c) * K + k];
+    const float *win = jev_cpu_conv_in(run); /* the window before the run */
     for (int32_t t = 0; t < run->n; t++) {
         float *out = j->u + (run->row0 + t) * C + c0;
         int32_t c = 0;
@@ -179,8 +180,8 @@ JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
             __m256 acc = _mm256_setzero_ps();
             for (int32_t k = 0; k < K; k++) {
                 int32_t src = t - (K - 1) + k; /* < 0: from the window */
-                const float *x = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 + c
-                                          : run->conv + (int64_t)(K - 1 + src) * C + c0 + c;
+                const float *x =
+                    src >= 0 ? j->mixed + (run->row0 + src) * C + c0 + c : win + (int64_t)(K - 1 + src) * C + c0 + c;
                 acc = _mm256_fmadd_ps(_mm256_loadu_ps(tt + k * CONV_BLOCK + c), _mm256_loadu_ps(x), acc);
             }
             _mm256_storeu_ps(out + c, jev_silu8(acc));
@@ -189,7 +190,7 @@ JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
             float acc = 0.0f;
             for (int32_t k = 0; k < K; k++) {
                 int32_t src = t - (K - 1) + k;
-                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c0 + c] : run->conv[(K - 1 + src) * C + c0 + c];
+                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c0 + c] : win[(K - 1 + src) * C + c0 + c];
                 acc += tt[k * CONV_BLOCK + c] * x;
             }
             out[c] = acc / (1.0f + expf(-acc)); /* SiLU */
@@ -199,8 +200,7 @@ JEV_AVX2 static void conv_task(void *arg, int64_t task, int thread) {
     for (int32_t w = 0; w < K - 1; w++) {
         int32_t src = run->n - (K - 1) + w;
         float *dst = run->conv + (int64_t)w * C + c0;
-        const float *from =
-            src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : run->conv + (int64_t)(K - 1 + src) * C + c0;
+        const float *from = src >= 0 ? j->mixed + (run->row0 + src) * C + c0 : win + (int64_t)(K - 1 + src) * C + c0;
         memmove(dst, from, (size_t)nc * sizeof(float));
     }
 }
@@ -378,6 +378,7 @@ JEV_AVX2 static void gdn_task(void *arg, int64_t task, int thread) {
     const struct jev_gdn_run *run = &j->runs[task / j->s->hv];
     int32_t h = (int32_t)(task % j->s->hv);
     float *scratch = jev_cpu_scratch(j->be, thread);
+    jev_cpu_gdn_state_in(run, h, (int64_t)j->s->dk * j->s->dv);
     unsigned int csr = _mm_getcsr();
     _mm_setcsr(csr | MXCSR_FTZ_DAZ);
     if (run->recurrent)

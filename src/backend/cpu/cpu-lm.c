@@ -224,6 +224,7 @@ static void conv_task(void *arg, int64_t task, int thread) {
     int32_t c0 = (int32_t)(task % j->blocks) * CONV_CHANNELS_PER_TASK;
     int32_t c1 = c0 + CONV_CHANNELS_PER_TASK < j->conv_dim ? c0 + CONV_CHANNELS_PER_TASK : j->conv_dim;
     int32_t K = j->kernel, C = j->conv_dim;
+    const float *win = jev_cpu_conv_in(run); /* the window before the run */
     for (int32_t t = 0; t < run->n; t++) {
         float *out = j->u + (run->row0 + t) * C;
         for (int32_t c = c0; c < c1; c++) {
@@ -231,7 +232,7 @@ static void conv_task(void *arg, int64_t task, int thread) {
             float acc = 0.0f;
             for (int32_t k = 0; k < K; k++) {
                 int32_t src = t - (K - 1) + k; /* row within the run; < 0 = from the window */
-                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : run->conv[(K - 1 + src) * C + c];
+                float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : win[(K - 1 + src) * C + c];
                 acc += j->taps[c * K + k] * x;
             }
             out[c] = acc / (1.0f + expf(-acc));
@@ -241,8 +242,8 @@ static void conv_task(void *arg, int64_t task, int thread) {
     for (int32_t w = 0; w < K - 1; w++) {
         int32_t src = run->n - (K - 1) + w;
         for (int32_t c = c0; c < c1; c++) {
-            float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : run->conv[(K - 1 + src) * C + c];
-            /* src < 0 reads old window row n+w > w, which this loop has not overwritten yet */
+            float x = src >= 0 ? j->mixed[(run->row0 + src) * C + c] : win[(K - 1 + src) * C + c];
+            /* src < 0 reads old window row n+w > w, which this loop has not overwritten yet (in place) */
             run->conv[w * C + c] = x;
         }
     }
@@ -494,6 +495,7 @@ static void gdn_task(void *arg, int64_t task, int thread) {
     const struct jev_gdn_run *run = &j->runs[task / j->s->hv];
     int32_t h = (int32_t)(task % j->s->hv);
     float *scratch = jev_cpu_scratch(j->be, thread);
+    jev_cpu_gdn_state_in(run, h, (int64_t)j->s->dk * j->s->dv);
     if (run->recurrent)
         gdn_recurrent_head(j, run, h, scratch);
     else

@@ -7,6 +7,7 @@
 #define JEV_BACKEND_CPU_H
 
 #include <math.h>
+#include <string.h>
 
 #include "backend/ops.h" // defines: struct jev_ops, struct jev_backend
 #include "base/pool.h"   // defines: struct jev_pool, jev_pool_run
@@ -54,6 +55,18 @@ static inline bool jev_cpu_has_avx2(void) { return true; }
 /* Per-thread scratch of JEV_CPU_SCRATCH_FLOATS floats. */
 static inline float *jev_cpu_scratch(struct jev_backend *be, int thread) {
     return be->scratch + (size_t)thread * JEV_CPU_SCRATCH_FLOATS;
+}
+
+/* Run r's value head h of the delta rule starts from ssm_in when the run names one (a light fork reads
+ * its parent's state, ops.h): copied into the head's block of ssm, which the kernels then update. */
+static inline void jev_cpu_gdn_state_in(const struct jev_gdn_run *run, int32_t h, int64_t head_floats) {
+    if (run->ssm_in && run->ssm_in != run->ssm)
+        memcpy(run->ssm + h * head_floats, run->ssm_in + h * head_floats, (size_t)head_floats * sizeof(float));
+}
+
+/* The window a run's conv reads before its first row: conv_in when named, else its own (ops.h). */
+static inline const float *jev_cpu_conv_in(const struct jev_gdn_run *run) {
+    return run->conv_in ? run->conv_in : run->conv;
 }
 
 /* Per-thread weight-tile buffer of JEV_CPU_WBUF_FLOATS floats. */

@@ -45,10 +45,11 @@ struct chunk_job { /* one chunk of one run */
     int32_t pad;
 };
 
-struct chunk_seg {   /* consecutive chunks of one run inside a group */
-    float *ssm;      /* the run's state [hv][dk][dv] */
-    int32_t chunk0;  /* its first job in the group */
-    int32_t n_chunk; /* jobs */
+struct chunk_seg {         /* consecutive chunks of one run inside a group */
+    float *ssm;            /* the run's state [hv][dk][dv], written after the segment's last chunk */
+    const float *ssm_from; /* the state before its first chunk: the run's ssm_in for its first segment */
+    int32_t chunk0;        /* its first job in the group */
+    int32_t n_chunk;       /* jobs */
 };
 
 struct chunk_args {
@@ -316,11 +317,12 @@ __global__ static void __launch_bounds__(CHUNK_THREADS) chunk_propagate(const st
     const int32_t ldx = dk + 4;
     const int tid = (int)threadIdx.x, ig = tid / RULE_COLS, c = tid % RULE_COLS;
     float *W = sh, *Kd = W + (size_t)C * ldx, *V = Kd + (size_t)C * ldx, *S = V + (size_t)C * RULE_COLS;
-    float *Sg = seg.ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *Sg = seg.ssm + (int64_t)h * dk * dv;            /* [dk][dv] */
+    const float *Sf = seg.ssm_from + (int64_t)h * dk * dv; /* where the segment starts from */
 
     for (int32_t e = tid; e < dk * RULE_COLS; e += CHUNK_THREADS) {
         const int32_t i = e / RULE_COLS, cc = e % RULE_COLS;
-        S[e] = cc < ncol ? Sg[(int64_t)i * dv + col0 + cc] : 0.0f;
+        S[e] = cc < ncol ? Sf[(int64_t)i * dv + col0 + cc] : 0.0f;
     }
     for (int32_t k = 0; k < seg.n_chunk; k++) {
         const int32_t L = a.jobs[seg.chunk0 + k].L;
@@ -488,7 +490,10 @@ void jev_cuda_gdn_rule_chunked(struct jev_backend *be, const struct jev_gdn_shap
     while (r < n) {
         int32_t n_jobs = 0, n_segs = 0;
         while (r < n && n_jobs < cap) {
-            segs[n_segs] = (struct chunk_seg){runs[r].ssm, n_jobs, 0};
+            /* a run's first segment starts from its ssm_in (a light fork's parent, ops.h), later ones from
+             * what the previous group left in ssm */
+            const float *from = next == 0 && runs[r].ssm_in ? runs[r].ssm_in : runs[r].ssm;
+            segs[n_segs] = (struct chunk_seg){runs[r].ssm, from, n_jobs, 0};
             for (; next * s->chunk < runs[r].n && n_jobs < cap; next++) {
                 const int32_t left = runs[r].n - next * s->chunk;
                 jobs[n_jobs++] =

@@ -47,7 +47,8 @@
 /* x[t][c] of the run's input stream: the run's rows from t = 0, the old window before (t = -(K-1)..-1). */
 __device__ static inline float conv_input(const float *mixed, const struct jev_gdn_run &run, int32_t C, int32_t K,
                                           int32_t t, int32_t c) {
-    return t >= 0 ? mixed[(run.row0 + t) * C + c] : run.conv[(int64_t)(K - 1 + t) * C + c];
+    const float *win = run.conv_in ? run.conv_in : run.conv; /* a light fork reads its parent's (ops.h) */
+    return t >= 0 ? mixed[(run.row0 + t) * C + c] : win[(int64_t)(K - 1 + t) * C + c];
 }
 
 /* grid (channel blocks, token blocks, runs): u[t][c] = silu(sum_k taps[c][k] * x[t-K+1+k][c]). */
@@ -68,7 +69,7 @@ __global__ static void conv_rows(const float *mixed, const float *taps, int32_t 
     }
 }
 
-/* grid (channel blocks, runs), after conv_rows: window row w = x[n-K+1+w], w = 0..K-2, in place. */
+/* grid (channel blocks, runs), after conv_rows: window row w = x[n-K+1+w], w = 0..K-2, in place or from conv_in. */
 __global__ static void conv_window(const float *mixed, int32_t C, int32_t K, const struct jev_gdn_run *runs) {
     const struct jev_gdn_run run = runs[blockIdx.y];
     const int32_t c = (int32_t)(blockIdx.x * blockDim.x + threadIdx.x);
@@ -189,13 +190,14 @@ template <int ROWS> __global__ static void __launch_bounds__(RULE_THREADS) rule_
     const bool has_col = col < dv;
     float *qk = tile, *vt = qk + (size_t)RULE_TILE * 2 * dk, *decay = vt + RULE_TILE * RULE_COLS;
     float *bet = decay + RULE_TILE;
-    float *S = run.ssm + (int64_t)h * dk * dv; /* [dk][dv] */
+    float *S = run.ssm + (int64_t)h * dk * dv;                                    /* [dk][dv], written at the end */
+    const float *S0 = (run.ssm_in ? run.ssm_in : run.ssm) + (int64_t)h * dk * dv; /* read first (ops.h) */
 
     float state[ROWS]; /* S[group + RULE_GROUPS r][col] */
 #pragma unroll
     for (int r = 0; r < ROWS; r++) {
         const int32_t i = group + RULE_GROUPS * r;
-        state[r] = has_col && i < dk ? S[(int64_t)i * dv + col] : 0.0f;
+        state[r] = has_col && i < dk ? S0[(int64_t)i * dv + col] : 0.0f;
     }
     for (int32_t t0 = 0; t0 < run.n; t0 += RULE_TILE) {
         const int32_t T = run.n - t0 < RULE_TILE ? run.n - t0 : RULE_TILE;
