@@ -159,6 +159,30 @@ static inline void bp_pointwise(struct bp *b) {
     float *dcs = bp_up(b, cs, n * nf), *dsn = bp_up(b, sn, n * nf);
     b->ops->rope(b->be, dx, n, heads, dh, nf, dcs, dsn);
     bp_check(b, "rope", y, dx, n * d);
+    /* add_rmsnorm: the reference's add, then rmsnorm; on the backend, the very bits of its own two ops */
+    float *h = bp_host(n * d), *got1 = bp_host(n * d), *got2 = bp_host(n * d);
+    memcpy(y, x, (size_t)(n * d) * sizeof(float));
+    jev_cpu_add(b->ref, y, z, n * d);
+    jev_cpu_rmsnorm(b->ref, y, w, n, d, 1e-6f, h);
+    float *fx = bp_up(b, x, n * d), *fh = bp_up(b, NULL, n * d);
+    float *sx = bp_up(b, x, n * d), *sh = bp_up(b, NULL, n * d);
+    b->ops->add_rmsnorm(b->be, fx, dz, dw, n, d, 1e-6f, fh);
+    b->ops->add(b->be, sx, dz, n * d);
+    b->ops->rmsnorm(b->be, sx, dw, n, d, 1e-6f, sh);
+    const float *pairs[2][2] = {{fx, sx}, {fh, sh}};
+    for (int k = 0; k < 2; k++) {
+        b->ops->download(b->be, got1, pairs[k][0], (size_t)(n * d) * sizeof(float));
+        b->ops->download(b->be, got2, pairs[k][1], (size_t)(n * d) * sizeof(float));
+        if (memcmp(got1, got2, (size_t)(n * d) * sizeof(float)) != 0)
+            fail_msg("%s add_rmsnorm: its %s differs from add, then rmsnorm", b->reg->name, k ? "norm" : "residual");
+    }
+    b->ops->free(b->be, sx);
+    b->ops->free(b->be, sh);
+    bp_check(b, "add_rmsnorm residual", y, fx, n * d);
+    bp_check(b, "add_rmsnorm", h, fh, n * d);
+    free(h);
+    free(got1);
+    free(got2);
     b->ops->free(b->be, dw);
     b->ops->free(b->be, dz);
     b->ops->free(b->be, dcs);
@@ -319,7 +343,7 @@ static inline int32_t bp_run_all(void) {
         bp_attention(&b);
         bp_deltanet(&b, false);
         bp_deltanet(&b, true);
-        assert_int_equal(b.checks, 2 * 5 + 4 + 1 + 4 + 6); /* every comparison above ran */
+        assert_int_equal(b.checks, 2 * 5 + 6 + 1 + 4 + 6); /* every comparison above ran */
         b.reg->destroy(b.be);
     }
     jev_cpu_backend_free(ref);

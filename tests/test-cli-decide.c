@@ -122,7 +122,8 @@ static void test_decide(void **state) {
 }
 
 /* One engine per command, built once with the planned sizes: 100 questions in one batch need 100
- * forked sequences, more than the default engine's 64, and the plan comes from the model's own
+ * forked sequences, more than the default engine's 64 (light forks: the prefix alone holds a DeltaNet
+ * state, so max_states is 1), and the plan comes from the model's own
  * tokenizer before any engine exists (a default engine to plan with, then a second of the right
  * size, was two engines and two weight mirrors: on CUDA two device copies of the weights). */
 static void test_decide_one_engine(void **state) {
@@ -132,7 +133,7 @@ static void test_decide_one_engine(void **state) {
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 100 --batch all -v 2>&1 >/dev/null",
              g_model, g_work);
     assert_int_equal(jev(args, out, sizeof out), 0);
-    if (!strstr(out, "jev decide: engine: cpu backend") || !strstr(out, "max_batch 100, max_tokens 8192"))
+    if (!strstr(out, "jev decide: engine: cpu backend") || !strstr(out, "max_batch 100, max_states 1, max_tokens 8192"))
         fail_msg("no engine line with the planned sizes:\n%s", out);
     if (!strstr(out, "jev decide: engines made 1, weight mirrors made 1"))
         fail_msg("not one engine and one weights mirror:\n%s", out);
@@ -140,7 +141,7 @@ static void test_decide_one_engine(void **state) {
      * engine */
     snprintf(args, sizeof args, "decide --model %s --workload %s --decisions 3 -v 2>&1 >/dev/null", g_model, g_work);
     assert_int_equal(jev(args, out, sizeof out), 0);
-    assert_non_null(strstr(out, "max_batch 3, max_tokens 8192"));
+    assert_non_null(strstr(out, "max_batch 3, max_states 1, max_tokens 8192"));
     assert_non_null(strstr(out, "engines made 1, weight mirrors made 1"));
 }
 

@@ -162,6 +162,10 @@ struct jev_ops {
                       float eps, float *y);
     /* x[i] += y[i] for i < n. */
     void (*add)(struct jev_backend *be, float *x, const float *y, int64_t n);
+    /* The residual add and the next norm in one pass: x += y, then h = rmsnorm(x) * w per row of d; the
+     * same bits as add, then rmsnorm (a decoder layer does this twice: one launch less each on a GPU). */
+    void (*add_rmsnorm)(struct jev_backend *be, float *x, const float *y, const float *w, int64_t n, int32_t d,
+                        float eps, float *h);
     /* y[r][c] += b[c], r < n, c < d. */
     void (*add_bias)(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
     /* out[i] = silu(gate[i]) * up[i], i < n. out may be gate. */

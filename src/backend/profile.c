@@ -36,6 +36,7 @@ enum slot {
     S_GDN_GATES,
     S_GDN_RULE,
     S_GATED_RMSNORM,
+    S_ADD_RMSNORM,
     S_VISION_ROPE,
     S_VISION_ATTENTION,
     S_VISION_POS_ADD,
@@ -62,6 +63,7 @@ static const char *const slot_names[S_COUNT] = {
     "gdn_gates",
     "gdn_rule",
     "gated_rmsnorm",
+    "add_rmsnorm",
     "vision_rope",
     "vision_attention",
     "vision_pos_add",
@@ -133,6 +135,10 @@ static void p_layernorm(struct jev_backend *be, const float *x, const float *w, 
     TIMED(S_LAYERNORM, layernorm, x, w, b, n, d, eps, y);
 }
 static void p_add(struct jev_backend *be, float *x, const float *y, int64_t n) { TIMED(S_ADD, add, x, y, n); }
+static void p_add_rmsnorm(struct jev_backend *be, float *x, const float *y, const float *w, int64_t n, int32_t d,
+                          float eps, float *h) {
+    TIMED(S_ADD_RMSNORM, add_rmsnorm, x, y, w, n, d, eps, h);
+}
 static void p_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d) {
     TIMED(S_ADD_BIAS, add_bias, y, b, n, d);
 }
@@ -255,6 +261,7 @@ static const struct jev_ops timed = {
     .rmsnorm = p_rmsnorm,
     .layernorm = p_layernorm,
     .add = p_add,
+    .add_rmsnorm = p_add_rmsnorm,
     .add_bias = p_add_bias,
     .swiglu = p_swiglu,
     .gelu = p_gelu,

@@ -520,20 +520,22 @@ static void forward_slice(struct jev_lm *lm, const struct jev_lm_batch *b, int64
         }
     }
 
+    /* each residual add is fused with the norm that reads its result: the post-attention norm, the next
+     * layer's input norm, the final norm (add_rmsnorm: the same bits as the two ops) */
+    const float *first = t->n_layers > 0 ? W->layers[0].in_norm : W->final_norm;
+    ops->rmsnorm(lm->be, lm->x, first, T, (int32_t)D, t->rms_eps, lm->h);
     for (int32_t l = 0; l < t->n_layers; l++) {
         const struct jev_layer_weights *L = &W->layers[l];
-        ops->rmsnorm(lm->be, lm->x, L->in_norm, T, (int32_t)D, t->rms_eps, lm->h);
         if (L->kind == JEV_LAYER_LINEAR)
             gated_deltanet(lm, l, n_runs, T);
         else
             gated_attention(lm, l, n_runs, T);
-        ops->add(lm->be, lm->x, lm->out, T * D);
-        ops->rmsnorm(lm->be, lm->x, L->post_norm, T, (int32_t)D, t->rms_eps, lm->h);
+        ops->add_rmsnorm(lm->be, lm->x, lm->out, L->post_norm, T, (int32_t)D, t->rms_eps, lm->h);
         mlp(lm, l, T);
-        ops->add(lm->be, lm->x, lm->out, T * D);
+        const float *next = l + 1 < t->n_layers ? W->layers[l + 1].in_norm : W->final_norm;
+        ops->add_rmsnorm(lm->be, lm->x, lm->out, next, T, (int32_t)D, t->rms_eps, lm->h);
         hook(lm, "layer", l, lm->x, row0, T, D);
     }
-    ops->rmsnorm(lm->be, lm->x, W->final_norm, T, (int32_t)D, t->rms_eps, lm->h);
     hook(lm, "norm", -1, lm->h, row0, T, D);
 
     /* LM head at the requested rows of this slice (out_idx is increasing) */

@@ -18,6 +18,7 @@
 struct pw_job {
     const float *x, *w, *b;
     float *y;
+    float *res; /* add_rmsnorm: the residual, added to and then normed (x points at it too) */
     int32_t d;
     float eps;
 };
@@ -39,6 +40,25 @@ void jev_cpu_rmsnorm(struct jev_backend *be, const float *x, const float *w, int
                      float *y) {
     struct pw_job j = {.x = x, .w = w, .y = y, .d = d, .eps = eps};
     jev_cpu_for_rows(be, n, d, rmsnorm_rows, &j);
+}
+
+/* The residual row first (x += b: the add's one rounding per element), then rmsnorm_rows' arithmetic on it. */
+static void add_rmsnorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {
+    const struct pw_job *j = arg;
+    const int32_t d = j->d;
+    for (int64_t r = r0; r < r1; r++) {
+        float *xr = j->res + r * d;
+        const float *yr = j->b + r * d;
+        for (int32_t i = 0; i < d; i++)
+            xr[i] += yr[i];
+    }
+    rmsnorm_rows(arg, r0, r1, thread);
+}
+
+void jev_cpu_add_rmsnorm(struct jev_backend *be, float *x, const float *y, const float *w, int64_t n, int32_t d,
+                         float eps, float *h) {
+    struct pw_job j = {.x = x, .res = x, .b = y, .w = w, .y = h, .d = d, .eps = eps};
+    jev_cpu_for_rows(be, n, d, add_rmsnorm_rows, &j);
 }
 
 static void layernorm_rows(void *arg, int64_t r0, int64_t r1, int thread) {

@@ -142,6 +142,7 @@ const struct jev_ops jev_cpu_ops = {
     .rmsnorm = jev_cpu_rmsnorm,
     .layernorm = jev_cpu_layernorm,
     .add = jev_cpu_add,
+    .add_rmsnorm = jev_cpu_add_rmsnorm,
     .add_bias = jev_cpu_add_bias,
     .swiglu = jev_cpu_swiglu,
     .gelu = jev_cpu_gelu,

@@ -156,6 +156,8 @@ void jev_cuda_rmsnorm(struct jev_backend *be, const float *x, const float *w, in
 void jev_cuda_layernorm(struct jev_backend *be, const float *x, const float *w, const float *b, int64_t n, int32_t d,
                         float eps, float *y);
 void jev_cuda_add(struct jev_backend *be, float *x, const float *y, int64_t n);
+void jev_cuda_add_rmsnorm(struct jev_backend *be, float *x, const float *y, const float *w, int64_t n, int32_t d,
+                          float eps, float *h);
 void jev_cuda_add_bias(struct jev_backend *be, float *y, const float *b, int64_t n, int32_t d);
 void jev_cuda_swiglu(struct jev_backend *be, const float *gate, const float *up, int64_t n, float *out);
 void jev_cuda_gelu(struct jev_backend *be, float *x, int64_t n, bool tanh_form);

@@ -47,7 +47,7 @@ static unsigned row_threads(int32_t d) {
     return (unsigned)(t < ROW_THREADS ? t : ROW_THREADS);
 }
 
-#define GRID_STRIDE(i, count)                                                                                  \
+#define GRID_STRIDE(i, count)                                                                                          \
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (count); i += (int64_t)gridDim.x * blockDim.x)
 
 /* ---- block reduction ---- */
@@ -109,8 +109,32 @@ void jev_cuda_rmsnorm(struct jev_backend *be, const float *x, const float *w, in
     jev_cuda_check(be, cudaGetLastError(), "rmsnorm");
 }
 
-__global__ static void layernorm_kernel(const float *x, const float *w, const float *b, int64_t n, int32_t d,
-                                        float eps, float *y) {
+/* add_kernel's sum per element, written back, then rmsnorm_kernel's arithmetic on the row: each thread
+ * re-reads only the elements it wrote (the same strided walk), so no barrier is needed before the sum. */
+__global__ static void add_rmsnorm_kernel(float *x, const float *y, const float *w, int64_t n, int32_t d, float eps,
+                                          float *h) {
+    for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
+        float *xr = x + r * d;
+        const float *yr = y + r * d;
+        for (int32_t i = threadIdx.x; i < d; i += blockDim.x)
+            xr[i] = xr[i] + yr[i];
+        float inv = row_rms_inv(xr, d, eps);
+        float *hr = h + r * d;
+        for (int32_t i = threadIdx.x; i < d; i += blockDim.x)
+            hr[i] = xr[i] * inv * w[i];
+    }
+}
+
+void jev_cuda_add_rmsnorm(struct jev_backend *be, float *x, const float *y, const float *w, int64_t n, int32_t d,
+                          float eps, float *h) {
+    if (n <= 0 || d <= 0)
+        return;
+    add_rmsnorm_kernel<<<row_blocks(n), row_threads(d), 0, be->stream>>>(x, y, w, n, d, eps, h);
+    jev_cuda_check(be, cudaGetLastError(), "add_rmsnorm");
+}
+
+__global__ static void layernorm_kernel(const float *x, const float *w, const float *b, int64_t n, int32_t d, float eps,
+                                        float *y) {
     for (int64_t r = blockIdx.x; r < n; r += gridDim.x) {
         const float *xr = x + r * d;
         float *yr = y + r * d;
@@ -274,8 +298,8 @@ void jev_cuda_split_qgate(struct jev_backend *be, const float *qg, int64_t n, in
 }
 
 /* One thread per rotated pair (d, d + n_freq) of one head of one token; dims from 2*n_freq pass through. */
-__global__ static void rope_kernel(float *x, int64_t count, int32_t heads, int32_t dh, int32_t n_freq,
-                                   const float *cos, const float *sin) {
+__global__ static void rope_kernel(float *x, int64_t count, int32_t heads, int32_t dh, int32_t n_freq, const float *cos,
+                                   const float *sin) {
     GRID_STRIDE(i, count) {
         int64_t row_head = i / n_freq;
         int32_t d = (int32_t)(i - row_head * n_freq);
@@ -374,8 +398,8 @@ void jev_cuda_vision_rope(struct jev_backend *be, float *qkv, const float *cos, 
 
 /* x[r][c] += ((t0*w0 + t1*w1) + t2*w2) + t3*w3 with t_k = table[idx[r][k]][c] (dequantized from the stored
  * form): torch sums the 4 taps first. */
-__global__ static void vision_pos_add_kernel(struct jev_matrix table, const int32_t *idx, const float *w,
-                                             int64_t count, float *x) {
+__global__ static void vision_pos_add_kernel(struct jev_matrix table, const int32_t *idx, const float *w, int64_t count,
+                                             float *x) {
     const int32_t d = table.cols;
     GRID_STRIDE(i, count) {
         int64_t r = i / d;
@@ -389,8 +413,8 @@ __global__ static void vision_pos_add_kernel(struct jev_matrix table, const int3
     }
 }
 
-void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx,
-                             const float *w, int64_t n, float *x) {
+void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *table, const int32_t *idx, const float *w,
+                             int64_t n, float *x) {
     int64_t count = n * (int64_t)table->cols;
     if (count <= 0)
         return;

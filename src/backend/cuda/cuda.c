@@ -343,6 +343,7 @@ const struct jev_ops jev_cuda_ops = {
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
     .rmsnorm = jev_cuda_rmsnorm,
+    .add_rmsnorm = jev_cuda_add_rmsnorm,
     .layernorm = jev_cuda_layernorm,
     .add = jev_cuda_add,
     .add_bias = jev_cuda_add_bias,
