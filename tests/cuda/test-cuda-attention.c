@@ -6,7 +6,9 @@
  *   pointing at the device pool (span descriptors are host memory for both). Cases: several runs
  *   with n_past 0 and > 0 and spans of uneven sizes (17, 5, 1, 30, 9 rows, cut anywhere); the
  *   decision path (65 runs of 1..10 rows after one shared 530-key prefix held in two spans);
- *   a 500-row prefill; one decode row after 700 keys. Runs of ATT_TILE_MIN_ROWS (4) rows or more take the
+ *   a 500-row prefill; one decode row after 700 keys, one after 5,000 (per-row rows over 256 keys
+ *   split their keys over several blocks, at most 16, merged by a second kernel; the uneven case
+ *   mixes one such row, after 1,000 keys, among rows of one split). Runs of ATT_TILE_MIN_ROWS (4) rows or more take the
  *   tiled kernel (cuda-attention-tile.cu), shorter ones the per-row kernel: the cases hold both. In
  *   every case each run alone gives the same bits as among the others (company). Shapes: 8 query heads over 2 K/V heads
  * with head_dim 256 and 64, and 4 over 2 with 96, 3 over 3 with 16 (dims that leave lanes idle).
@@ -127,10 +129,11 @@ static void test_attention_spans(void **state) {
     (void)state;
     static struct acase c;
     memset(&c, 0, sizeof c);
-    const int32_t cuts[5] = {17, 5, 1, 30, 9};
+    const int32_t cuts[5] = {17, 5, 1, 30, 9}, pages[1] = {64};
     const int32_t past[5] = {0, 70, 33, 0, 129}, len[5] = {5, 1, 40, 1, 7};
     for (int r = 0; r < 5; r++)
         run_fresh(&c, past[r], len[r], cuts, 5);
+    run_fresh(&c, 1000, 2, pages, 1); /* two rows of 4 splits among rows of one: the launch merges */
     for (int sh = 0; sh < 4; sh++)
         attention_case("uneven spans", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
 }
@@ -169,6 +172,11 @@ static void test_attention_prefill_decode(void **state) {
     run_fresh(&c, 700, 1, pages, 3);
     for (int sh = 0; sh < 4; sh++)
         attention_case("decode", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
+    memset(&c, 0, sizeof c);
+    const int32_t page[1] = {128};
+    run_fresh(&c, 5000, 1, page, 1); /* 40 spans of 128 keys; 16 splits of 313 keys, across spans */
+    for (int sh = 0; sh < 2; sh++)
+        attention_case("long decode", &c, shapes[sh][0], shapes[sh][1], shapes[sh][2]);
 }
 
 /* ---- vision attention ---- */

@@ -7,11 +7,17 @@
  * spans with their device K/V pointers) and staged to the device. Runs of ATT_TILE_MIN_ROWS rows or
  * more (prefills, question suffixes) go to the tiled kernel (cuda-attention-tile.cu says why); the
  * others (decode steps) to the per-row kernel here. Per-row kernel: one block per (query row,
- * query head): the query is kept in registers (head_dim / 32 values per lane, head_dim <= 256),
+ * query head, split of its keys): the query is kept in registers (head_dim / 32 values per lane, head_dim <= 256),
  * each of the block's warps takes every ATT_WARPS-th key of each span, dots it with the query
  * (lanes over the dims, shuffle reduction) and folds it into its own online softmax (running
  * max m, sum l and weighted values, rescaled by expf(m_old - m_new) when the max grows). The
  * warps' partial results are merged at the end in shared memory and divided by the total sum.
+ * A row with more than ATT_SPLIT_KEYS keys splits them over up to ATT_MAX_SPLITS blocks (a decode
+ * step has one query row: 8 heads were 8 blocks on a GPU of 132 SMs, each walking thousands of keys
+ * with a load on every step's path); each block leaves its (max, sum, weighted values) and a second
+ * kernel merges them as the warps' are merged. The split count is a function of the row's own key
+ * count, so a row's sums do not depend on its company; a row of one split takes the same arithmetic
+ * on either path (e^0 = 1 exactly), so its bits do not depend on whether the launch merges.
  * Mathematically this is the CPU's two-pass softmax (scores * scale, max-subtracted expf, weights
  * . V); only the f32 rounding order differs. No score matrix goes to global memory, and any
  * number of keys fits.
@@ -59,6 +65,8 @@ extern "C" {
 
 #define ATT_WARPS 8                         /* LM attention: warps per (query row, head) block */
 #define ATT_MAX_DH 256                      /* LM attention: largest head_dim (8 values per lane) */
+#define ATT_SPLIT_KEYS 256                  /* LM attention: keys per block before a row's keys split */
+#define ATT_MAX_SPLITS 16                   /* LM attention: most blocks one (row, head) takes */
 #define VIS_SCORE_BYTES ((size_t)512 << 20) /* vision attention: score scratch per query block */
 #define VIS_SOFTMAX_THREADS 256
 
@@ -71,21 +79,15 @@ __device__ static inline float warp_sum(float v) {
     return v;
 }
 
-/*
- * grid (queries, n_heads), ATT_WARPS warps. DPL = dims per lane (head_dim <= 32 * DPL): lane
- * `lane` holds dims lane, lane + 32, ... of the query and of its share of the output.
- */
-template <int DPL>
-static __global__ void __launch_bounds__(ATT_WARPS * 32)
-    attn_kernel(const float *__restrict__ q, const struct att_run *__restrict__ runs, int32_t n_runs,
-                const struct att_span *__restrict__ spans, int32_t n_heads, int32_t n_kv_heads, int32_t dh, float scale,
-                float *__restrict__ o) {
-    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
-    __shared__ float sm_acc[ATT_WARPS][32 * DPL];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int32_t qi = (int32_t)blockIdx.x, h = (int32_t)blockIdx.y;
+/* Blocks a row of n_keys keys takes: a function of the row alone (see the top). */
+__host__ __device__ static inline int32_t row_splits(int64_t n_keys) {
+    int64_t s = (n_keys + ATT_SPLIT_KEYS - 1) / ATT_SPLIT_KEYS;
+    return s < 1 ? 1 : s > ATT_MAX_SPLITS ? ATT_MAX_SPLITS : (int32_t)s;
+}
 
-    /* the run holding query qi: the last one whose q0 <= qi (runs of no rows share q0 with the next) */
+/* The run holding query qi of a per-row table: the last one whose q0 <= qi (runs of no rows share q0
+ * with the next). */
+__device__ static inline int32_t run_of_query(const struct att_run *runs, int32_t n_runs, int32_t qi) {
     int32_t lo = 0, hi = n_runs - 1;
     while (lo < hi) {
         int32_t mid = (lo + hi + 1) / 2;
@@ -94,10 +96,34 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
         else
             hi = mid - 1;
     }
-    const struct att_run run = runs[lo];
+    return lo;
+}
+
+/*
+ * grid (queries, n_heads, splits), ATT_WARPS warps. DPL = dims per lane (head_dim <= 32 * DPL): lane
+ * `lane` holds dims lane, lane + 32, ... of the query and of its share of the output. part NULL: every
+ * row has one split and the block writes its output; else block (qi, h, z) writes its split's max, sum
+ * and weighted values to part[(qi * n_heads + h) * ATT_MAX_SPLITS + z] (dh + 2 floats) for merge_splits.
+ */
+template <int DPL>
+static __global__ void __launch_bounds__(ATT_WARPS * 32)
+    attn_kernel(const float *__restrict__ q, const struct att_run *__restrict__ runs, int32_t n_runs,
+                const struct att_span *__restrict__ spans, int32_t n_heads, int32_t n_kv_heads, int32_t dh, float scale,
+                float *__restrict__ o, float *__restrict__ part) {
+    __shared__ float sm_m[ATT_WARPS], sm_l[ATT_WARPS];
+    __shared__ float sm_acc[ATT_WARPS][32 * DPL];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int32_t qi = (int32_t)blockIdx.x, h = (int32_t)blockIdx.y, z = (int32_t)blockIdx.z;
+
+    const struct att_run run = runs[run_of_query(runs, n_runs, qi)];
     const int32_t i = qi - run.q0;
     const int64_t row = run.row0 + i;
     const int64_t n_keys = (int64_t)run.n_past + i + 1;
+    const int32_t splits = row_splits(n_keys);
+    if (z >= splits) /* the launch's z covers its longest row */
+        return;
+    const int64_t chunk = (n_keys + splits - 1) / splits;
+    const int64_t k_begin = (int64_t)z * chunk, k_end = k_begin + chunk < n_keys ? k_begin + chunk : n_keys;
     const int32_t kvh = h / (n_heads / n_kv_heads);
     const int64_t kv_dim = (int64_t)n_kv_heads * dh;
 
@@ -112,10 +138,12 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
     float m = -INFINITY, l = 0.0f;
 
     int64_t key0 = 0; /* first key of the span */
-    for (int32_t sp = 0; sp < run.n_spans && key0 < n_keys; sp++) {
+    for (int32_t sp = 0; sp < run.n_spans && key0 < k_end; sp++) {
         const struct att_span span = spans[run.span0 + sp];
-        int64_t cnt = span.n < n_keys - key0 ? span.n : n_keys - key0;
-        for (int64_t r = warp; r < cnt; r += ATT_WARPS) {
+        /* this split's keys of the span: rows [r0, r1) */
+        int64_t r0 = k_begin > key0 ? k_begin - key0 : 0;
+        int64_t r1 = span.n < k_end - key0 ? span.n : k_end - key0;
+        for (int64_t r = r0 + warp; r < r1; r += ATT_WARPS) {
             const float *kp = span.k + r * kv_dim + (int64_t)kvh * dh;
             const float *vp = span.v + r * kv_dim + (int64_t)kvh * dh;
             float dot = 0.0f;
@@ -167,8 +195,38 @@ static __global__ void __launch_bounds__(ATT_WARPS * 32)
             sum += sm_l[w] * f;
             out += sm_acc[w][threadIdx.x] * f;
         }
-        o[(row * n_heads + h) * dh + threadIdx.x] = out / sum;
+        if (!part) {
+            o[(row * n_heads + h) * dh + threadIdx.x] = out / sum;
+            return;
+        }
+        float *pz = part + ((int64_t)(qi * n_heads + h) * ATT_MAX_SPLITS + z) * (dh + 2);
+        if (threadIdx.x == 0) {
+            pz[0] = mx;
+            pz[1] = sum;
+        }
+        pz[2 + threadIdx.x] = out;
     }
+}
+
+/* grid (queries, n_heads), head_dim threads: a row's splits merged as attn_kernel merges its warps. */
+static __global__ void merge_splits(const struct att_run *__restrict__ runs, int32_t n_runs, int32_t n_heads,
+                                    int32_t dh, const float *__restrict__ part, float *__restrict__ o) {
+    const int32_t qi = (int32_t)blockIdx.x, h = (int32_t)blockIdx.y;
+    const struct att_run run = runs[run_of_query(runs, n_runs, qi)];
+    const int32_t i = qi - run.q0;
+    const int32_t splits = row_splits((int64_t)run.n_past + i + 1);
+    const float *p = part + (int64_t)(qi * n_heads + h) * ATT_MAX_SPLITS * (dh + 2);
+    float mx = -INFINITY;
+    for (int32_t z = 0; z < splits; z++)
+        mx = fmaxf(mx, p[z * (dh + 2)]);
+    float sum = 0.0f, out = 0.0f;
+    for (int32_t z = 0; z < splits; z++) {
+        const float *pz = p + z * (dh + 2);
+        float f = expf(pz[0] - mx);
+        sum += pz[1] * f;
+        out += pz[2 + threadIdx.x] * f;
+    }
+    o[(run.row0 + i) * n_heads * dh + (int64_t)h * dh + threadIdx.x] = out / sum;
 }
 
 /*
@@ -211,6 +269,11 @@ static void attention_group(struct jev_backend *be, const struct jev_attn_shape 
         span0 += a->n_spans;
     }
     const int64_t n_queries = q0; /* the per-row kernel's */
+    int32_t splits = 1;           /* its longest row's */
+    for (int32_t r = 0; r < n_row_runs; r++) {
+        int32_t sr = row_splits((int64_t)row_runs[r].n_past + row_runs[r].n);
+        splits = sr > splits ? sr : splits;
+    }
     jev_cuda_stage_reset(be);
     const struct att_span *ds = (const struct att_span *)jev_cuda_stage(be, hs, span_bytes > 0 ? span_bytes : 1);
     const struct att_run *dr = NULL, *dt_runs = NULL;
@@ -230,17 +293,30 @@ static void attention_group(struct jev_backend *be, const struct jev_attn_shape 
         jev_cuda_attention_tiled(be, s, q, dt_runs, ds, dt, (int32_t)n_tiles, o);
     if (n_queries == 0)
         return;
-    dim3 grid((unsigned)n_queries, (unsigned)s->n_heads);
+    /* the splits' partial results: only when some row splits (a launch of short rows writes o directly) */
+    float *part = NULL;
+    if (splits > 1) {
+        part = jev_cuda_work(be, (size_t)n_queries * (size_t)s->n_heads * ATT_MAX_SPLITS * (size_t)(s->head_dim + 2) *
+                                     sizeof(float));
+        if (!part) /* jev_cuda_work recorded the failure */
+            return;
+    }
+    dim3 grid((unsigned)n_queries, (unsigned)s->n_heads, (unsigned)splits);
     if (s->head_dim <= 64)
         attn_kernel<2><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
-                                                                s->head_dim, s->scale, o);
+                                                                s->head_dim, s->scale, o, part);
     else if (s->head_dim <= 128)
         attn_kernel<4><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
-                                                                s->head_dim, s->scale, o);
+                                                                s->head_dim, s->scale, o, part);
     else
         attn_kernel<8><<<grid, ATT_WARPS * 32, 0, be->stream>>>(q, dr, n_row_runs, ds, s->n_heads, s->n_kv_heads,
-                                                                s->head_dim, s->scale, o);
+                                                                s->head_dim, s->scale, o, part);
     jev_cuda_check(be, cudaGetLastError(), "attention");
+    if (part) {
+        merge_splits<<<dim3((unsigned)n_queries, (unsigned)s->n_heads), (unsigned)s->head_dim, 0, be->stream>>>(
+            dr, n_row_runs, s->n_heads, s->head_dim, part, o);
+        jev_cuda_check(be, cudaGetLastError(), "attention merge");
+    }
 }
 
 void jev_cuda_attention(struct jev_backend *be, const struct jev_attn_shape *s, const float *q,
