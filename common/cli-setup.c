@@ -69,11 +69,12 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
         return jev_fail(err, JEV_ERR_INVALID_ARG, "jev %s: planning needs the model loaded and no engine yet", s->cmd);
     if (!s->planner)
         JEV_TRY(jev_decider_planner(s->model, &s->dp, &s->planner, err));
-    int32_t batch = 0, states = 0, tokens = 0;
     struct jev_decide_params pp = *p; /* the slice of the engine to be: whether a suffix may fork light */
     if (pp.prefill_chunk == 0 && s->ep.prefill_chunk > 0)
         pp.prefill_chunk = s->ep.prefill_chunk;
-    JEV_TRY(jev_decide_plan(s->planner, r, &pp, &batch, &states, &tokens, err));
+    struct jev_engine_params need = {0};
+    JEV_TRY(jev_decide_plan(s->planner, r, &pp, &need, err));
+    int32_t batch = need.max_batch, states = need.max_states, tokens = need.max_tokens;
     /* The first plan sets max_batch, later ones grow it: the plan counts the sequences alive at once
      * exactly, and each is committed memory on a device (the 0.8B model's DeltaNet state is 20 MB a
      * sequence: the library default of 64 would hold 1.3 GB). max_tokens keeps the default as its
@@ -84,6 +85,10 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
     /* label scoring's forks are light (model/state.h): only the prefix and text mode's forks hold a state */
     if (!s->planned || states > s->ep.max_states)
         s->ep.max_states = states;
+    /* the K/V pages alive at once, from the plan: the default (twice max_tokens, with max_tokens' floor
+     * of 8192) is 256 pages of 1.5 MiB on the 0.8B model, where the benchmark's largest batch takes 73 */
+    if (!s->planned || need.kv_tokens > s->ep.kv_tokens)
+        s->ep.kv_tokens = need.kv_tokens;
     s->planned = true;
     if (tokens > s->ep.max_tokens)
         s->ep.max_tokens = tokens;
@@ -101,10 +106,10 @@ enum jev_status cli_setup_open(struct cli_setup *s, bool with_decider, struct je
     if (s->verbose)
         fprintf(stderr,
                 "jev %s: engine: %s backend, %s precision, %d threads, max_batch %d, max_states %d, max_tokens %d, "
-                "prefill_chunk %d\n",
+                "prefill_chunk %d, K/V pages %d\n",
                 s->cmd, s->engine->ops->name, jev_precision_name(s->engine->params.precision),
                 jev_pool_size(s->engine->pool), s->engine->params.max_batch, s->engine->params.max_states,
-                s->engine->params.max_tokens, s->engine->params.prefill_chunk);
+                s->engine->params.max_tokens, s->engine->params.prefill_chunk, s->engine->state.n_pages);
     if (with_decider)
         JEV_TRY(jev_decider_init(s->model, s->engine, &s->dp, &s->decider, err));
     return JEV_OK;

@@ -128,6 +128,9 @@ struct jev_engine_params {
                                      ones too), independent and generating sequences, forks of candidate texts.
                                      A label-scoring fork reads its prefix's and needs none. Each costs
                                      ~20 MB for the 0.8B model (device memory on CUDA); 0 = max_batch + 1 */
+    int32_t kv_tokens;            /* K/V room over all sequences alive at once, in tokens (a prefix and its
+                                     forks' suffixes; kept prefixes); 24 KiB a token for the 0.8B model, device
+                                     memory on CUDA, allocated at init; 0 = 2 * max_tokens */
 };
 
 JEV_API struct jev_engine_params jev_engine_default_params(void);

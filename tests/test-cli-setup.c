@@ -204,12 +204,16 @@ static void test_planner(void **state) {
             p.path = paths[k];
             p.scoring = text ? JEV_SCORING_TEXT : JEV_SCORING_LABEL;
             p.batch = 0;
-            int32_t b1 = 0, s1 = 0, t1 = 0, b2 = 0, s2 = 0, t2 = 0;
-            assert_int_equal(jev_decide_plan(planner, &r, &p, &b1, &s1, &t1, &err), JEV_OK);
-            assert_int_equal(jev_decide_plan(d, &r, &p, &b2, &s2, &t2, &err), JEV_OK);
-            assert_int_equal(b1, b2);
-            assert_int_equal(s1, s2);
-            assert_int_equal(t1, t2);
+            struct jev_engine_params n1 = {0}, n2 = {0};
+            assert_int_equal(jev_decide_plan(planner, &r, &p, &n1, &err), JEV_OK);
+            assert_int_equal(jev_decide_plan(d, &r, &p, &n2, &err), JEV_OK);
+            int32_t b1 = n1.max_batch, s1 = n1.max_states, t1 = n1.max_tokens;
+            assert_int_equal(b1, n2.max_batch);
+            assert_int_equal(s1, n2.max_states);
+            assert_int_equal(t1, n2.max_tokens);
+            assert_int_equal(n1.kv_tokens, n2.kv_tokens);
+            /* the K/V room: at least the longest sequence's pages, in whole pages */
+            assert_true(n1.kv_tokens >= t1 && n1.kv_tokens % JEV_KV_PAGE == 0);
             /* label scoring on the shared path: the prefix alone holds a DeltaNet state */
             if (k == 0 && !text)
                 assert_int_equal(s1, 1);

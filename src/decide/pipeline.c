@@ -421,7 +421,7 @@ void jev_decide_result_free(struct jev_decide_result *res) {
  * new-token budget (generate_json).
  */
 enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                                int32_t *max_batch, int32_t *max_states, int32_t *max_tokens, struct jev_error *err) {
+                                struct jev_engine_params *need, struct jev_error *err) {
     struct jev_decide_result res = {0};
     struct dc_req q;
     req_init(&q, d, r, p, &res, err);
@@ -430,9 +430,11 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
     enum jev_status s = prepare(&q, true, false);
     if (s == JEV_OK) {
         int32_t P = (int32_t)q.prefix.n, seqs = 1, states = 1, toks = P;
+        int64_t pages = 0; /* K/V pages alive at once */
         if (q.p.path == JEV_DECIDE_GENERATE) {
             int32_t budget = q.p.max_new_tokens > 0 ? q.p.max_new_tokens : jev_genjson_max_tokens(r->n_questions);
             toks = P + (int32_t)q.gen.n + budget;
+            pages = (toks + JEV_KV_PAGE - 1) / JEV_KV_PAGE;
         } else {
             int32_t B = q.p.path == JEV_DECIDE_SHARED ? dc_batch_size(&q) : 1;
             int32_t longest_cand = 0;
@@ -444,18 +446,28 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
             toks = P + q.max_suffix + longest_cand;
             for (int32_t b0 = 0; b0 < r->n_questions; b0 += B) {
                 bool shared = q.p.path == JEV_DECIDE_SHARED;
-                int32_t need = shared ? 1 : 0, full = need;
+                int32_t alive = shared ? 1 : 0, full = alive;
                 for (int32_t i = b0; i < b0 + B && i < r->n_questions; i++) {
-                    need += 1 + q.qs[i].forks;
+                    alive += 1 + q.qs[i].forks;
                     full += shared && dc_light_fork(&q, i) ? 0 : 1 + q.qs[i].forks; /* light: no state */
                 }
-                seqs = need > seqs ? need : seqs;
+                seqs = alive > seqs ? alive : seqs;
                 states = full > states ? full : states;
             }
+            if (q.p.path == JEV_DECIDE_SHARED) {
+                pages = dc_batch_pages(&q, B); /* the prefix and the largest batch's forks */
+            } else { /* a question at a time: its sequence and its candidates' forks, each as long, at most */
+                int32_t forks = 0;
+                for (int32_t i = 0; i < r->n_questions; i++)
+                    forks = q.qs[i].forks > forks ? q.qs[i].forks : forks;
+                pages = (int64_t)(1 + forks) * ((toks + JEV_KV_PAGE - 1) / JEV_KV_PAGE);
+            }
         }
-        *max_batch = seqs - 1 > 1 ? seqs - 1 : 1;
-        *max_states = states;
-        *max_tokens = toks;
+        need->max_batch = seqs - 1 > 1 ? seqs - 1 : 1;
+        need->max_states = states;
+        need->max_tokens = toks;
+        need->kv_tokens =
+            (int32_t)(pages * JEV_KV_PAGE < JEV_ENGINE_MAX_KV_TOKENS ? pages * JEV_KV_PAGE : JEV_ENGINE_MAX_KV_TOKENS);
     }
     dc_req_free(&q);
     jev_decide_result_free(&res);

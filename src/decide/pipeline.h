@@ -165,17 +165,19 @@ const struct jev_tokenizer *jev_decider_tokenizer(const struct jev_decider *d);
 
 /*
  * Engine sizes that a request needs with these params, to build a suitable
- * engine before the call: max_batch (sequences alive at once, trie forks
- * included, minus one), max_states (those of them with a DeltaNet state of
- * their own: all but label scoring's light forks) and max_tokens (longest
- * sequence). p->prefill_chunk should name the engine's slice (a planner
+ * engine before the call, into need's max_batch (sequences alive at once,
+ * trie forks included, minus one), max_states (those of them with a DeltaNet
+ * state of their own: all but label scoring's light forks), max_tokens
+ * (longest sequence) and kv_tokens (K/V pages alive at once, in tokens; the
+ * state pool adds a page of slack per slot); the other fields are left as
+ * they were. p->prefill_chunk should name the engine's slice (a planner
  * takes 0 as the CPU's 512): a suffix longer than it needs a state. Tokenizes the
  * prompts and decodes the image for its size (no forwards). Only d's
  * tokenizer, labels and image settings are used: d is normally a planner
  * (jev_decider_planner), made before the engine it sizes.
  */
 enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request *r, const struct jev_decide_params *p,
-                                int32_t *max_batch, int32_t *max_states, int32_t *max_tokens, struct jev_error *err);
+                                struct jev_engine_params *need, struct jev_error *err);
 
 /*
  * Runs one request. On success *out holds the answers and the counters; on

@@ -5,7 +5,8 @@
  * Sizing: the state pool holds max_states sequences with a DeltaNet state of
  * their own (default max_batch + 1: a prefix and its forks) and max_batch
  * light forks (state.h: label scoring's), of at most max_tokens tokens, with
- * K/V room for 2 * max_tokens own tokens over all of them; the LM processes
+ * K/V room for kv_tokens own tokens over all of them (default
+ * 2 * max_tokens; the CLI sizes it from the plan); the LM processes
  * up to prefill_chunk tokens per internal slice (a larger batch runs in
  * consecutive slices) and holds one layer's DeltaNet state of scratch per
  * light fork of a batch.
@@ -87,13 +88,15 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
         p->max_states = p->max_batch + 1;
     if (p->max_tokens < 0 || p->max_tokens > JEV_ENGINE_MAX_TOKENS || p->max_batch < 0 ||
         p->max_batch > JEV_ENGINE_MAX_BATCH || p->prefill_chunk < 0 || p->prefill_chunk > 65536 || p->max_states < 0 ||
-        p->max_states > JEV_ENGINE_MAX_BATCH + 1)
+        p->max_states > JEV_ENGINE_MAX_BATCH + 1 || p->kv_tokens < 0 || p->kv_tokens > JEV_ENGINE_MAX_KV_TOKENS)
         return engine_fail(e, out,
                            jev_fail(&e->err, JEV_ERR_INVALID_ARG,
                                     "jev_engine_init: max_tokens %d (1..%d), max_batch %d (1..%d), max_states %d "
-                                    "(0..%d) or prefill_chunk %d (0 = the backend's, up to 65536) out of range",
+                                    "(0..%d), kv_tokens %d (0..%d) or prefill_chunk %d (0 = the backend's, up to "
+                                    "65536) out of range",
                                     p->max_tokens, JEV_ENGINE_MAX_TOKENS, p->max_batch, JEV_ENGINE_MAX_BATCH,
-                                    p->max_states, JEV_ENGINE_MAX_BATCH + 1, p->prefill_chunk));
+                                    p->max_states, JEV_ENGINE_MAX_BATCH + 1, p->kv_tokens, JEV_ENGINE_MAX_KV_TOKENS,
+                                    p->prefill_chunk));
     if (p->precision != JEV_PRECISION_EXACT && p->precision != JEV_PRECISION_FAST)
         return engine_fail(e, out,
                            jev_fail(&e->err, JEV_ERR_INVALID_ARG,
@@ -128,7 +131,7 @@ static enum jev_status engine_init(struct jev_model *model, const struct jev_eng
     struct jev_state_params sp = {.max_tokens = p->max_tokens,
                                   .max_seqs = p->max_states,
                                   .max_light = p->max_batch,
-                                  .kv_tokens = 0,
+                                  .kv_tokens = p->kv_tokens, /* 0: 2 * max_tokens */
                                   .ops = e->ops,
                                   .be = e->be};
     if (JEV_OK != jev_state_init(&e->state, cfg, &sp, &e->err))

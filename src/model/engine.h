@@ -35,8 +35,9 @@
 #include "model/state.h"          // defines: struct jev_state
 #include "model/weights-mirror.h" // defines: struct jev_weights_mirror
 
-#define JEV_ENGINE_MAX_TOKENS (1 << 18) /* attention scratch bound of the CPU backend */
-#define JEV_ENGINE_MAX_BATCH 4000       /* sequences in one batched forward */
+#define JEV_ENGINE_MAX_TOKENS (1 << 18)    /* attention scratch bound of the CPU backend */
+#define JEV_ENGINE_MAX_BATCH 4000          /* sequences in one batched forward */
+#define JEV_ENGINE_MAX_KV_TOKENS (1 << 26) /* K/V room over all sequences */
 
 struct jev_engine {
     const struct jev_model *model;     /* shared, immutable (not owned) */
