@@ -78,8 +78,8 @@ enum jev_status cli_setup_plan(struct cli_setup *s, const struct jev_request *r,
     /* The first plan sets max_batch, later ones grow it: the plan counts the sequences alive at once
      * exactly, and each is committed memory on a device (the 0.8B model's DeltaNet state is 20 MB a
      * sequence: the library default of 64 would hold 1.3 GB). max_tokens keeps the default as its
-     * floor: the K/V pool's room for the forks' suffixes is twice max_tokens, which the plan's
-     * longest sequence does not count. */
+     * floor (the longest sequence the engine takes; host memory only); the K/V pool is sized below,
+     * from the pages the plan holds at once. */
     if (!s->planned || batch > s->ep.max_batch)
         s->ep.max_batch = batch;
     /* label scoring's forks are light (model/state.h): only the prefix and text mode's forks hold a state */

@@ -47,12 +47,9 @@ static void fill_defaults(struct jev_lm_params *p) {
         p->max_light = 0;
 }
 
-/* Floats of one DeltaNet layer's state (conv window, recurrent matrix): a light run's scratch. */
+/* A light run's scratch: one DeltaNet layer's state (state.h), none without DeltaNet layers. */
 static size_t light_floats(const struct jev_text_config *t) {
-    if (t->n_linear_layers == 0)
-        return 0;
-    return (size_t)(t->conv_kernel - 1) * (size_t)t->conv_dim +
-           (size_t)t->lin_v_heads * (size_t)t->lin_k_dim * (size_t)t->lin_v_dim;
+    return t->n_linear_layers > 0 ? (size_t)jev_state_layer_floats(t) : 0;
 }
 
 /*
@@ -378,7 +375,7 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
             g->conv_in = jev_seq_conv(seq->parent, lin);
             g->ssm_in = jev_seq_ssm(seq->parent, lin);
             g->conv = scratch;
-            g->ssm = scratch + (size_t)(t->conv_kernel - 1) * (size_t)t->conv_dim;
+            g->ssm = scratch + (size_t)seq->st->conv_keep * (size_t)seq->st->conv_dim; /* the slot's layout */
         } else {
             g->conv_in = NULL;
             g->ssm_in = NULL;

@@ -25,7 +25,7 @@
 static int32_t div_up(int64_t a, int64_t b) { return (int32_t)((a + b - 1) / b); }
 
 /* Floats of one DeltaNet layer's state: the conv window, then the recurrent matrix. */
-static int64_t lin_floats_per_layer(const struct jev_text_config *t) {
+int64_t jev_state_layer_floats(const struct jev_text_config *t) {
     int64_t conv = (int64_t)(t->conv_kernel - 1) * t->conv_dim;
     int64_t ssm = (int64_t)t->lin_v_heads * t->lin_k_dim * t->lin_v_dim;
     return conv + ssm;
@@ -45,7 +45,7 @@ static int32_t pool_pages(const struct jev_state_params *p) {
 size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_params *p) {
     const struct jev_text_config *t = &cfg->text;
     size_t page = (size_t)t->n_full_layers * 2 * JEV_KV_PAGE * (size_t)t->kv_dim * sizeof(float);
-    size_t lin = (size_t)t->n_linear_layers * (size_t)lin_floats_per_layer(t) * sizeof(float);
+    size_t lin = (size_t)t->n_linear_layers * (size_t)jev_state_layer_floats(t) * sizeof(float);
     size_t max_pages = (size_t)div_up(p->max_tokens, JEV_KV_PAGE);
     size_t slots = (size_t)p->max_seqs + (size_t)p->max_light;
     return (size_t)pool_pages(p) * page + (size_t)p->max_seqs * lin +
@@ -96,7 +96,7 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
     st->n_pages = st->n_full > 0 ? pool_pages(p) : 0;
 
     size_t page_floats = (size_t)st->n_full * 2 * JEV_KV_PAGE * (size_t)st->kv_dim;
-    size_t lin_floats = (size_t)st->n_linear * (size_t)lin_floats_per_layer(t);
+    size_t lin_floats = (size_t)st->n_linear * (size_t)jev_state_layer_floats(t);
     st->bytes = jev_state_bytes(cfg, p);
     /* no backend named: the CPU's memory ops (host memory; they need no instance) */
     st->ops = p->ops ? p->ops : &jev_cpu_ops;
@@ -238,10 +238,6 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
 
 enum jev_status jev_seq_fork_light(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err) {
     return fork_into(parent, true, out, err);
-}
-
-struct jev_seq *jev_seq_state_owner(struct jev_seq *seq) {
-    return seq->light ? seq->parent : seq;
 }
 
 /* Returns q's pages beyond the first `keep` to the free stack. */

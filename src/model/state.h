@@ -119,6 +119,10 @@ enum jev_status jev_state_init(struct jev_state *st, const struct jev_config *cf
                                struct jev_error *err);
 void jev_state_free(struct jev_state *st);
 
+/* Floats of one DeltaNet layer's state, its conv window then its recurrent matrix: a slot holds one per
+ * LINEAR layer; the LM's scratch for a light fork (lm.c) one. */
+int64_t jev_state_layer_floats(const struct jev_text_config *t);
+
 /* Bytes jev_state_init would allocate for these parameters (for planning). */
 size_t jev_state_bytes(const struct jev_config *cfg, const struct jev_state_params *p);
 
@@ -130,9 +134,6 @@ enum jev_status jev_seq_fork(struct jev_seq *parent, struct jev_seq **out, struc
 
 /* A light child of a full parent (the rules above): no copy; a light slot. */
 enum jev_status jev_seq_fork_light(struct jev_seq *parent, struct jev_seq **out, struct jev_error *err);
-
-/* The sequence whose linear state seq's next forward starts from: seq itself, or a light fork's parent. */
-struct jev_seq *jev_seq_state_owner(struct jev_seq *seq);
 
 /* Releases the caller's reference (NULL is a no-op). */
 void jev_seq_free(struct jev_seq *seq);
