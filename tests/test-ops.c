@@ -5,7 +5,8 @@
  *   AVX2 or, on aarch64, NEON fused kernels, OpenBLAS sgemm tiles) against the scalar reference
  *   (cpu-dense.c), for f32, bf16, f16, 4-bit and 8-bit affine (bf16 and f32
  *   scales), 3-bit and odd shapes (generic path), token counts on both
- *   sides of the sgemm threshold.
+ *   sides of the sgemm threshold; the opt-in AVX-512 kernel (cpu-gemm-avx512.c) the same way, and
+ *   its outputs the same bits for a token alone and in company.
  * - attention and the delta rule: cpu-lm-fast.c against cpu-lm.c's scalar
  *   forms, several runs with K/V spans of uneven sizes, GQA, grouped value
  *   heads, chunked and recurrent runs, outputs and updated states.
@@ -474,6 +475,143 @@ static void test_gdn_conv(void **state) {
     free(want);
 }
 
+/* ---- the opt-in AVX-512 product kernel (cpu-gemm-avx512.c) ---- */
+
+/* y = x . W^T for n tokens through the table's matmul (rows NULL) or matmul_rows. */
+static void product(struct jev_backend *be, const struct jev_matrix *m, const int32_t *rows, int32_t n_rows,
+                    const float *x, int64_t n, float *y) {
+    if (rows)
+        jev_cpu_ops.matmul_rows(be, m, rows, n_rows, x, n, y);
+    else
+        jev_cpu_ops.matmul(be, m, x, n, y);
+}
+
+/* Token runs [at, at + len) of a call of `total` tokens give the same bits alone as in the call. */
+static void check_company(struct jev_backend *be, const struct jev_matrix *m, const int32_t *rows, int32_t n_rows,
+                          int64_t total, const int64_t (*runs)[2], int n_runs, const char *name) {
+    int64_t cols = m->cols, outs = rows ? n_rows : m->rows;
+    float *x = malloc((size_t)(total * cols) * sizeof(float));
+    float *all = malloc((size_t)(total * outs) * sizeof(float)), *part = malloc((size_t)(total * outs) * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(all);
+    assert_non_null(part);
+    fill(x, total * cols, 900, 1.0f);
+    product(be, m, rows, n_rows, x, total, all);
+    for (int r = 0; r < n_runs; r++) {
+        int64_t at = runs[r][0], len = runs[r][1];
+        product(be, m, rows, n_rows, x + at * cols, len, part);
+        if (memcmp(part, all + at * outs, (size_t)(len * outs) * sizeof(float)) != 0)
+            fail_msg("%s%s: tokens %lld..%lld alone differ from the same tokens among %lld", name,
+                     rows ? " (candidate rows)" : "", (long long)at, (long long)(at + len - 1), (long long)total);
+    }
+    free(x);
+    free(all);
+    free(part);
+}
+
+/* Where the CPU has AVX-512 F: every matrix type through the table with the kernel chosen (the types it
+ * reads run it, checked; the others take the sgemm path) against the scalar reference; a
+ * token's outputs the same bits alone and in company (whole matrices and candidate rows, 1..40 tokens
+ * at several places of a 77-token call); a call larger than the packing buffer (passes of tokens) on
+ * one thread, against the reference and in company across the pass boundary. Everywhere: the
+ * choice's default and refusals (on a CPU without AVX-512 the kernel is refused by name). */
+static void test_gemm_kernel(void **state) {
+    (void)state;
+    struct jev_error err = {0};
+    enum jev_cpu_gemm k = JEV_CPU_GEMM_AVX512;
+    assert_int_equal(jev_cpu_gemm_choose(NULL, &k, &err), JEV_OK);
+    assert_int_equal(k, JEV_CPU_GEMM_OPENBLAS);
+    assert_int_equal(jev_cpu_gemm_choose("openblas", &k, &err), JEV_OK);
+    assert_int_equal(k, JEV_CPU_GEMM_OPENBLAS);
+    assert_int_equal(jev_cpu_gemm_choose("blis", &k, &err), JEV_ERR_INVALID_ARG);
+    assert_non_null(strstr(err.msg, "JEV_CPU_GEMM=\"blis\""));
+    jev_error_clear(&err);
+    bool have = false;
+#if JEV_CPU_X86
+    have = __builtin_cpu_supports("avx512f");
+#endif
+    enum jev_status st = jev_cpu_gemm_choose("avx512", &k, &err);
+    if (!have) {
+        assert_int_equal(st, JEV_ERR_UNSUPPORTED);
+        assert_non_null(strstr(err.msg, "avx512f"));
+        printf("  this CPU has no AVX-512: the kernel is refused by name, as it should be\n");
+        return;
+    }
+    assert_int_equal(st, JEV_OK);
+    assert_int_equal(k, JEV_CPU_GEMM_AVX512);
+    enum jev_cpu_gemm saved = g_be->gemm;
+    g_be->gemm = JEV_CPU_GEMM_AVX512;
+    static const int64_t counts[] = {3, 14, 15, 33, 70};
+    static const int64_t runs[][2] = {{0, 3}, {5, 4}, {13, 14}, {30, 40}, {74, 3}};
+    static const int64_t row_runs[][2] = {{0, 1}, {6, 2}, {13, 14}, {30, 40}, {76, 1}};
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
+        const struct mcase *mc = &mcases[c];
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, (int64_t)c);
+        int32_t ids[5] = {mc->rows - 1, 0, 3 % mc->rows, 3 % mc->rows, mc->rows / 2};
+        for (size_t t = 0; t < sizeof counts / sizeof counts[0]; t++) {
+            int64_t n = counts[t];
+            float *x = malloc((size_t)(n * mc->cols) * sizeof(float));
+            float *yr = malloc((size_t)(n * mc->rows) * sizeof(float)),
+                  *yf = malloc((size_t)(n * mc->rows) * sizeof(float));
+            assert_non_null(x);
+            assert_non_null(yr);
+            assert_non_null(yf);
+            fill(x, n * mc->cols, 500 + (int64_t)t, 1.0f);
+            jev_cpu_matmul(g_be, &a.m, x, n, yr);
+            for (int64_t i = 0; i < n * mc->rows; i++)
+                yf[i] = NAN; /* every element must be written */
+            jev_cpu_ops.matmul(g_be, &a.m, x, n, yf);
+            char what[128];
+            snprintf(what, sizeof what, "avx512 kernel %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols,
+                     (long long)n);
+            check(what, yr, yf, n * mc->rows, NMSE_F32);
+            /* the table ran the kernel where it reads the type (dense; 4- and 8-bit codes in groups of 16+),
+             * cpu-matmul.c's sgemm path otherwise */
+            bool reads = mc->type != JEV_MTYPE_QAFFINE || ((mc->bits == 4 || mc->bits == 8) && mc->group % 16 == 0);
+            assert_int_equal(jev_cpu_gemm512(g_be, &a.m, NULL, mc->rows, x, n, yr), reads);
+            if (reads && memcmp(yr, yf, (size_t)(n * mc->rows) * sizeof(float)) != 0)
+                fail_msg("%s: the table's matmul did not run the AVX-512 kernel", what);
+            jev_cpu_matmul_rows(g_be, &a.m, ids, 5, x, n, yr);
+            jev_cpu_ops.matmul_rows(g_be, &a.m, ids, 5, x, n, yf);
+            snprintf(what, sizeof what, "avx512 kernel rows %s cols %d n %lld", mc->name, mc->cols, (long long)n);
+            check(what, yr, yf, n * 5, NMSE_F32);
+            free(x);
+            free(yr);
+            free(yf);
+        }
+        check_company(g_be, &a.m, NULL, 0, 77, runs, 5, mc->name);
+        check_company(g_be, &a.m, ids, 5, 77, row_runs, 5, mc->name);
+        mat_free(&a);
+    }
+    g_be->gemm = saved;
+
+    /* passes: one thread's buffer holds 4 Mi floats, 73 tiles of 14 tokens x 4096 columns */
+    struct jev_pool *pool = NULL;
+    assert_int_equal(jev_pool_init(&pool, 1, &err), JEV_OK);
+    struct jev_backend *be = jev_cpu_backend_new(pool);
+    assert_non_null(be);
+    be->gemm = JEV_CPU_GEMM_AVX512;
+    struct mat a = mat_make(JEV_MTYPE_QAFFINE, 40, 4096, 4, 64, JEV_STYPE_BF16, 77);
+    int64_t n = 1100;
+    float *x = malloc((size_t)(n * 4096) * sizeof(float));
+    float *yr = malloc((size_t)(n * 40) * sizeof(float)), *yf = malloc((size_t)(n * 40) * sizeof(float));
+    assert_non_null(x);
+    assert_non_null(yr);
+    assert_non_null(yf);
+    fill(x, n * 4096, 77, 1.0f);
+    jev_cpu_matmul(be, &a.m, x, n, yr);
+    jev_cpu_ops.matmul(be, &a.m, x, n, yf);
+    check("avx512 kernel q4 g64 rows 40 cols 4096 n 1100 (two passes, one thread)", yr, yf, n * 40, NMSE_F32);
+    static const int64_t across[][2] = {{1015, 12}, {1090, 10}};
+    check_company(be, &a.m, NULL, 0, n, across, 2, "q4 g64 cols 4096, across the pass boundary");
+    free(x);
+    free(yr);
+    free(yf);
+    mat_free(&a);
+    jev_cpu_backend_free(be);
+    jev_pool_free(pool);
+}
+
 /* The fast forms run here: every check above compares them with the references only when
  * jev_cpu_has_avx2() (x86-64: the CPU has AVX2 + FMA, as the release build's -march requires;
  * aarch64: always, NEON through cpu-matmul-neon-impl.h and SIMDe). A build that fell back to the
@@ -487,7 +625,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_matmul),      cmocka_unit_test(test_matmul_blocks),  cmocka_unit_test(test_attention),
         cmocka_unit_test(test_gdn_rule),    cmocka_unit_test(test_pointwise_ops),  cmocka_unit_test(test_gdn_conv),
-        cmocka_unit_test(test_activations), cmocka_unit_test(test_fast_forms_run),
+        cmocka_unit_test(test_activations), cmocka_unit_test(test_fast_forms_run), cmocka_unit_test(test_gemm_kernel),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

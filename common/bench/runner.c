@@ -481,9 +481,9 @@ static enum jev_status add_peak(struct br_bench *b, struct jev_bench_record *rec
  * kernels, OpenBLAS's kernel set), those set, into environment.extra.knobs: a record made with
  * JEV_CUDA_EXACT_GEMM=bf16x6 says so beside its "exact". */
 static enum jev_status add_knobs(struct jev_bench_record *rec, struct jev_error *err) {
-    static const char *const names[] = {"JEV_CUDA_EXACT_GEMM", "JEV_CUDA_PIN",        "JEV_CUDA_ATTN_TILES",
-                                        "JEV_CUDA_SYNC",       "JEV_CPU_BF16",        "JEV_PROFILE",
-                                        "OPENBLAS_CORETYPE",   "OPENBLAS_NUM_THREADS"};
+    static const char *const names[] = {"JEV_CUDA_EXACT_GEMM", "JEV_CUDA_PIN",      "JEV_CUDA_ATTN_TILES",
+                                        "JEV_CUDA_SYNC",       "JEV_CPU_BF16",      "JEV_CPU_GEMM",
+                                        "JEV_PROFILE",         "OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS"};
     json_t *knobs = json_object();
     if (!knobs)
         return jev_fail(err, JEV_ERR_NOMEM, "bench: out of memory for the environment's knobs");

@@ -629,6 +629,8 @@ JEV_AVX2 static void run(struct mm_job *j) {
     /* a head over chosen rows (candidate labels) always takes the tiled path: its logits are then the
      * same bits for 1 token as for many (the fused kernels below sum in another order) */
     if (j->n >= JEV_CPU_GEMM_MIN_N || j->row_ids) {
+        if (jev_cpu_gemm512(j->be, j->w, j->row_ids, j->n_out, j->x, j->n, j->y))
+            return; /* AVX-512 CPUs: the weights dequantized into the kernel's panels (cpu-gemm-avx512.c) */
         gemm_blocks(j, j->be->n_threads);
         int64_t tok_tasks = (j->n + j->tok_share - 1) / j->tok_share;
         jev_pool_run(j->be->pool, j->row_tasks * tok_tasks, gemm_task, j);

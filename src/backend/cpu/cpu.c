@@ -25,6 +25,9 @@ struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
         free(be);
         return NULL;
     }
+    struct jev_error ignored = {0}; /* cpu_create reports a bad JEV_CPU_GEMM; here it means the default */
+    if (jev_cpu_gemm_choose(getenv("JEV_CPU_GEMM"), &be->gemm, &ignored) != JEV_OK)
+        jev_cpu_gemm_choose(NULL, &be->gemm, &ignored);
     /* sgemm runs inside pool tasks, one call per thread (cpu-matmul.c explains why) */
     openblas_set_num_threads(1);
     return be;
@@ -169,6 +172,9 @@ const struct jev_ops jev_cpu_ops = {
 static enum jev_status cpu_create(int32_t device, struct jev_pool *pool, struct jev_backend **out,
                                   struct jev_error *err) {
     (void)device;
+    *out = NULL;
+    enum jev_cpu_gemm gemm;
+    JEV_TRY(jev_cpu_gemm_choose(getenv("JEV_CPU_GEMM"), &gemm, err));
     *out = jev_cpu_backend_new(pool);
     if (!*out)
         return jev_fail(err, JEV_ERR_NOMEM, "cpu: cannot allocate the backend's scratch for %d threads",

@@ -22,12 +22,17 @@
 /* Fast mode's kernels (cpu-matmul-bf16.c), in order of preference; NONE: exact mode. */
 enum jev_cpu_bf16 { JEV_CPU_BF16_NONE = 0, JEV_CPU_BF16_AVX512 = 1, JEV_CPU_BF16_AMX = 2 };
 
+/* Exact mode's products of 3+ tokens: OpenBLAS sgemm (cpu-matmul.c, the default) or this project's AVX-512
+ * kernel (cpu-gemm-avx512.c, opt-in). */
+enum jev_cpu_gemm { JEV_CPU_GEMM_OPENBLAS = 0, JEV_CPU_GEMM_AVX512 = 1 };
+
 struct jev_backend {
     struct jev_pool *pool;  /* workers for parallel loops (not owned); NULL = caller only */
     int n_threads;          /* jev_pool_size(pool) */
     float *scratch;         /* [n_threads][JEV_CPU_SCRATCH_FLOATS] per-thread scratch */
     float *wbuf;            /* [n_threads][JEV_CPU_WBUF_FLOATS] per-thread weight tiles (cpu-matmul.c) */
     enum jev_cpu_bf16 bf16; /* the kernels matmul runs: NONE in exact mode (the start), fast mode's otherwise */
+    enum jev_cpu_gemm gemm; /* exact mode's kernel for 3+ tokens: JEV_CPU_GEMM's choice (jev_cpu_gemm_choose) */
     uint16_t *xh;           /* fast mode: [JEV_CPU_XH_VALUES] bf16 activations; made by the first switch to fast */
 };
 
@@ -106,6 +111,17 @@ void jev_cpu_matmul_fast(struct jev_backend *be, const struct jev_matrix *w, con
 void jev_cpu_matmul_rows_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids,
                               int32_t n_rows, const float *x, int64_t n, float *y);
 void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int64_t n, float *out);
+
+/* cpu-gemm-avx512.c: exact mode's products of 3+ tokens on AVX-512 CPUs. jev_cpu_gemm512 computes
+ * y[t][o] = x[t] . W[row(o)]^T for o < n_out (row(o) = row_ids[o], or o when NULL) and returns true, or
+ * returns false without touching y when the backend's choice is OpenBLAS or the matrix is a type it
+ * does not read (then cpu-matmul.c's sgemm path runs). */
+bool jev_cpu_gemm512(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int64_t n_out,
+                     const float *x, int64_t n, float *y);
+/* The kernel from knob (the JEV_CPU_GEMM variable): NULL, empty or openblas = OPENBLAS (the default);
+ * avx512 = AVX512 (JEV_ERR_UNSUPPORTED where the CPU lacks AVX-512 F). Another value is
+ * JEV_ERR_INVALID_ARG naming it. */
+enum jev_status jev_cpu_gemm_choose(const char *knob, enum jev_cpu_gemm *out, struct jev_error *err);
 
 /* cpu-matmul-bf16.c: fast mode (AVX512-BF16 dot products, AMX-BF16 tiles). The table's matmul is
  * jev_cpu_matmul_op: jev_cpu_matmul_bf16 in fast mode from JEV_CPU_GEMM_MIN_N tokens, else (exact mode,
