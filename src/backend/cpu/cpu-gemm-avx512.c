@@ -11,14 +11,15 @@
  * one 8-decision request): sgemm_kernel 59 % of the cycles, its packing 11 %, the dequantization
  * 5 %, the zeroing 1.5 %. Here the weights go from their 4-bit (8-bit, bf16, f16, f32) form into a
  * 32-row panel of KC columns that sits in L1, the activations are packed once per call for every
- * thread (one pool job), and the kernel's first pass stores C.
+ * thread (one pool job), and C is written by the kernel alone (no zeroing pass).
  *
  * Measured (bench/gemm-bench.c, 2-core development machine, bench/results/2026-12-07-dev-2core-gemm-
- * kernel/, two runs): slower than the OpenBLAS path at 512 tokens and on the vision tower's 1824 rows
- * by 2-31 % (most shapes 10-15 %; 46-62 % of the FMA peak against 57-72 %), 9-11 % faster at 64 tokens
- * (the scoring forwards: 42-43 % of the peak against 38-39 %). The kernel alone, with its panel in L1
- * and its tiles in L2, ran at the FMA loop's peak (158 GFLOP/s a core): what it loses at large sizes
- * is outside the loop (the panels' dequant and transpose, C's reloads between KC blocks). A kernel
+ * kernel/, two runs, time against the OpenBLAS path): the language model's products at 512 tokens
+ * 0.91-1.07 x (level), at 64 tokens 0.75-0.78 x (the scoring forwards: faster), the vision tower's at
+ * 1824 rows 0.99-1.22 x (slower on its qkv product); whole 8-decision requests level within the
+ * machine's noise. The kernel loop alone, with its panel in L1 and its tiles in L2, ran at the FMA
+ * loop's peak (158 GFLOP/s a core); what it loses on the vision shapes is outside the loop (their
+ * bf16 panels dequantized again for each block of tokens, C's reloads between KC blocks). A kernel
  * choice that followed the token count would make a token's bits depend on its company, so one
  * kernel serves every count.
  *
@@ -30,8 +31,8 @@
  * floats of activations: L2). The kernel keeps 28 accumulators of 16 lanes in registers: per column,
  * two weight vectors and 14 broadcast tokens, 28 FMAs.
  *
- * Numerics: each output is, per KC block in order, one FMA chain over the block's columns from zero,
- * and the blocks' sums are added to it in order (the first stored). That order depends on the
+ * Numerics: each output is one FMA chain over its columns in order, from zero (between KC blocks
+ * the chain's value waits in C: the kernel loads it into its accumulators). That order depends on the
  * column count alone: not on the tokens that share the call, the thread split or the row's place, so
  * a token's outputs are the same bits alone or in any company (what the batched server relies on:
  * decide/batch.c), for every row count, with no padding rule. The dequantized values are
@@ -89,7 +90,7 @@ bool jev_cpu_gemm512(struct jev_backend *be, const struct jev_matrix *w, const i
 #define MR 14       /* tokens of a kernel tile */
 #define NR 32       /* weight rows of a panel: two vectors of 16 */
 #define KC 256      /* columns of a block: a panel of 32 x 256 floats is 32 KiB (L1) */
-#define MC_TILES 32 /* token tiles per block: 448 x 256 activations, 448 KiB (L2) */
+#define MC_TILES 40 /* token tiles per block at most: 560 x 256 activations, 560 KiB (L2); a 512-token slice is one */
 
 struct g_job {
     const struct jev_matrix *w;
@@ -104,7 +105,7 @@ struct g_job {
     struct jev_backend *be;
 };
 
-static float load_scale(enum jev_stype t, const void *p, int64_t i) {
+static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
     switch (t) {
     case JEV_STYPE_F32: return ((const float *)p)[i];
     case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
@@ -114,47 +115,58 @@ static float load_scale(enum jev_stype t, const void *p, int64_t i) {
 }
 
 /* Whether this file's panels read the matrix: the dense types at any width, 4- and 8-bit codes in
- * groups of 16 columns or more that divide KC (every MLX group size). */
+ * groups of a power of two from 16 columns that divides KC (every MLX group size). */
 static bool supported(const struct jev_matrix *w) {
     switch (w->type) {
     case JEV_MTYPE_F32:
     case JEV_MTYPE_BF16:
     case JEV_MTYPE_F16: return true;
     case JEV_MTYPE_QAFFINE:
-        return (w->bits == 4 || w->bits == 8) && w->group >= 16 && w->group % 16 == 0 && KC % w->group == 0 &&
-               w->cols % w->group == 0;
+        return (w->bits == 4 || w->bits == 8) && w->group >= 16 && (w->group & (w->group - 1)) == 0 &&
+               KC % w->group == 0 && w->cols % w->group == 0;
     }
     return false;
 }
 
-/* 16 values of row r from column c (c + 16 <= cols; for codes, c a multiple of 16), bit-identical to
- * jev_matrix_row. */
-JEV_AVX512 static __m512 load16(const struct jev_matrix *w, int64_t r, int64_t c) {
-    int64_t cols = w->cols;
+/* Where a panel row's values of one KC block start: its codes (or values) at the block's first column
+ * and, for codes, the index of the block's first group's scale. Set once per row and block, so that
+ * the 16-value loads below do no division. */
+struct row_at {
+    const unsigned char *p;
+    int64_t g;
+};
+
+static struct row_at row_at(const struct jev_matrix *w, int64_t r, int64_t c0) {
+    int64_t bits = w->type == JEV_MTYPE_F32 ? 32 : w->type == JEV_MTYPE_QAFFINE ? w->bits : 16;
+    struct row_at at = {(const unsigned char *)w->data + (r * w->cols + c0) * bits / 8, 0};
+    if (w->type == JEV_MTYPE_QAFFINE)
+        at.g = r * (w->cols / w->group) + c0 / w->group;
+    return at;
+}
+
+/* 16 values from column k of a block (k a multiple of 16; at: the row's row_at), bit-identical to
+ * jev_matrix_row. s, b: the scale and bias of the group k is in (codes only). */
+JEV_AVX512 static inline __m512 load16(const struct jev_matrix *w, struct row_at at, int64_t k, __m512 s, __m512 b) {
     switch (w->type) {
-    case JEV_MTYPE_F32: return _mm512_loadu_ps((const float *)w->data + r * cols + c);
+    case JEV_MTYPE_F32: return _mm512_loadu_ps((const float *)(const void *)at.p + k);
     case JEV_MTYPE_BF16: {
-        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)w->data + r * cols + c));
+        __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)at.p + k));
         return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     }
     case JEV_MTYPE_F16:
         return _mm512_cvtph_ps(
-            _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)w->data + r * cols + c)));
+            _mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)(const void *)at.p + k)));
     case JEV_MTYPE_QAFFINE: {
-        int64_t groups = cols / w->group, g = c / w->group;
-        __m512 s = _mm512_set1_ps(load_scale(w->stype, w->scales, r * groups + g));
-        __m512 b = _mm512_set1_ps(load_scale(w->stype, w->biases, r * groups + g));
-        const uint32_t *row = (const uint32_t *)w->data + r * (cols * w->bits / 32);
         __m512i q;
         if (w->bits == 4) { /* two words, element j in nibble j % 8 of word j / 8 */
             uint64_t two;
-            memcpy(&two, row + c / 8, sizeof two);
+            memcpy(&two, at.p + k / 2, sizeof two);
             const __m512i word = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
             const __m512i shift = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28);
             q = _mm512_permutexvar_epi32(word, _mm512_set1_epi64((long long)two));
             q = _mm512_and_si512(_mm512_srlv_epi32(q, shift), _mm512_set1_epi32(15));
         } else { /* four words, element j in byte j */
-            q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(row + c / 4)));
+            q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(at.p + k)));
         }
         return _mm512_add_ps(_mm512_mul_ps(s, _mm512_cvtepi32_ps(q)), b);
     }
@@ -195,35 +207,54 @@ JEV_AVX512 static void transpose16(__m512 r[16]) {
  * pb[k][NR]: 16 rows x 16 columns dequantized, then turned in registers. */
 JEV_AVX512 static void pack_panel(const struct g_job *j, int64_t o0, int64_t c0, int64_t kc, float *pb) {
     int64_t k16 = kc / 16 * 16;
+    const struct jev_matrix *w = j->w;
+    bool codes = w->type == JEV_MTYPE_QAFFINE;
+    int64_t group = codes ? w->group : 0;
     for (int64_t h = 0; h < NR; h += 16) {
         int64_t rows[16];
+        struct row_at at[16];
         int nv = 0; /* rows of this half that exist */
         for (int q = 0; q < 16; q++)
-            if (o0 + h + q < j->n_out)
-                rows[nv++] = j->row_ids ? j->row_ids[o0 + h + q] : o0 + h + q;
+            if (o0 + h + q < j->n_out) {
+                rows[nv] = j->row_ids ? j->row_ids[o0 + h + q] : o0 + h + q;
+                at[nv] = row_at(j->w, rows[nv], c0);
+                nv++;
+            }
+        __m512 sc[16], bi[16]; /* each row's scale and bias in the current group (codes) */
         for (int64_t k = 0; k < k16; k += 16) {
+            if (codes && k % group == 0)
+                for (int q = 0; q < nv; q++) {
+                    int64_t g = at[q].g + k / group;
+                    sc[q] = _mm512_set1_ps(load_scale(w->stype, w->scales, g));
+                    bi[q] = _mm512_set1_ps(load_scale(w->stype, w->biases, g));
+                }
             __m512 r[16];
             for (int q = 0; q < 16; q++)
-                r[q] = q < nv ? load16(j->w, rows[q], c0 + k) : _mm512_setzero_ps();
+                r[q] = q < nv ? load16(w, at[q], k, sc[q], bi[q]) : _mm512_setzero_ps();
             transpose16(r);
             for (int q = 0; q < 16; q++)
                 _mm512_store_ps(pb + (k + q) * NR + h, r[q]);
         }
         for (int64_t k = k16; k < kc; k++) /* a dense matrix's last columns, when cols % 16 != 0 */
             for (int q = 0; q < 16; q++)
-                pb[k * NR + h + q] = q < nv ? jev_matrix_get(j->w, rows[q], c0 + k) : 0.0f;
+                pb[k * NR + h + q] = q < nv ? jev_matrix_get(w, rows[q], c0 + k) : 0.0f;
     }
 }
 
 /*
- * y[i][0..nv) (+)= sum over k < kc of a[k][i] * b[k][0..nv) for the tile's mv tokens: the kernel. first:
- * store (the first KC block), else add to what is there.
+ * y[i][0..nv) = (first ? 0 : y[i][0..nv)) + sum over k < kc of a[k][i] * b[k][0..nv), one FMA at a
+ * time in k's order, for the tile's mv tokens: the kernel. first: the first KC block.
  */
 JEV_AVX512 static void kernel(int64_t kc, const float *a, const float *b, float *y, int64_t ldy, int64_t mv, int64_t nv,
                               bool first) {
+    __mmask16 m0 = nv >= 16 ? 0xFFFF : (__mmask16)((1u << nv) - 1);
+    __mmask16 m1 = nv >= 32 ? 0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1) : 0;
     __m512 c[MR][2];
-    for (int i = 0; i < MR; i++)
-        c[i][0] = c[i][1] = _mm512_setzero_ps();
+    for (int i = 0; i < MR; i++) {
+        bool load = !first && i < mv;
+        c[i][0] = load ? _mm512_maskz_loadu_ps(m0, y + i * ldy) : _mm512_setzero_ps();
+        c[i][1] = load ? _mm512_maskz_loadu_ps(m1, y + i * ldy + 16) : _mm512_setzero_ps();
+    }
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_load_ps(b + k * NR), b1 = _mm512_load_ps(b + k * NR + 16);
         const float *ak = a + k * MR;
@@ -234,16 +265,9 @@ JEV_AVX512 static void kernel(int64_t kc, const float *a, const float *b, float 
             c[i][1] = _mm512_fmadd_ps(av, b1, c[i][1]);
         }
     }
-    __mmask16 m0 = nv >= 16 ? 0xFFFF : (__mmask16)((1u << nv) - 1);
-    __mmask16 m1 = nv >= 32 ? 0xFFFF : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1) : 0;
     for (int64_t i = 0; i < mv; i++) {
-        float *yi = y + i * ldy;
-        if (!first) {
-            c[i][0] = _mm512_add_ps(_mm512_maskz_loadu_ps(m0, yi), c[i][0]);
-            c[i][1] = _mm512_add_ps(_mm512_maskz_loadu_ps(m1, yi + 16), c[i][1]);
-        }
-        _mm512_mask_storeu_ps(yi, m0, c[i][0]);
-        _mm512_mask_storeu_ps(yi + 16, m1, c[i][1]);
+        _mm512_mask_storeu_ps(y + i * ldy, m0, c[i][0]);
+        _mm512_mask_storeu_ps(y + i * ldy + 16, m1, c[i][1]);
     }
 }
 
@@ -275,8 +299,9 @@ JEV_AVX512 static void gemm_task(void *arg, int64_t task, int thread) {
     int64_t p1 = p0 + j->panels_per_task < panels ? p0 + j->panels_per_task : panels;
     int64_t t1 = t0 + j->tiles_per_task < j->tiles ? t0 + j->tiles_per_task : j->tiles;
     float *pb = (float *)(((uintptr_t)jev_cpu_scratch(j->be, thread) + 63) & ~(uintptr_t)63);
-    for (int64_t b0 = t0; b0 < t1; b0 += MC_TILES) {
-        int64_t b1 = b0 + MC_TILES < t1 ? b0 + MC_TILES : t1;
+    int64_t blocks = (t1 - t0 + MC_TILES - 1) / MC_TILES, per = (t1 - t0 + blocks - 1) / blocks; /* even blocks */
+    for (int64_t b0 = t0; b0 < t1; b0 += per) {
+        int64_t b1 = b0 + per < t1 ? b0 + per : t1;
         for (int64_t kb = 0; kb < j->kblocks; kb++) {
             int64_t c0 = kb * KC, kc = j->cols - c0 < KC ? j->cols - c0 : KC;
             for (int64_t p = p0; p < p1; p++) {
