@@ -8,8 +8,8 @@
  *   sides of the sgemm threshold; the opt-in AVX-512 kernel (cpu-gemm-avx512.c) the same way, and
  *   its outputs the same bits for a token alone and in company.
  * - attention and the delta rule: cpu-lm-fast.c against cpu-lm.c's scalar
- *   forms, several runs with K/V spans of uneven sizes, GQA, grouped value
- *   heads, chunked and recurrent runs, outputs and updated states.
+ *   forms (attention: also each query row alone bit for bit as among its run's rows), several runs with K/V spans of
+ * uneven sizes, GQA, grouped value heads, chunked and recurrent runs, outputs and updated states.
  * - GELU (both forms) and SwiGLU: against the formulas in double, element by
  *   element (max relative error 1e-6), including the lane tail and extremes;
  *   the pool's row split gives the same bits as one thread.
@@ -209,6 +209,18 @@ static void test_attention(void **state) {
         char what[96];
         snprintf(what, sizeof what, "attention Hq %d Hkv %d dh %d", hq, hkv, dh);
         check(what, or_, of, rows * hq * dh, NMSE_F32);
+        /* each row alone (a one-row run after its own past) gives the bits it gave among its run's
+         * rows: a task's block of rows shares key loads, never arithmetic */
+        float *alone = malloc((size_t)hq * (size_t)dh * sizeof(float));
+        for (int r = 0; r < 3; r++)
+            for (int32_t i = 0; i < len[r]; i++) {
+                struct jev_attn_run one = {0, 1, past[r] + i, runs[r].spans, runs[r].n_spans};
+                jev_cpu_ops.attention(g_be, &s, q + (runs[r].row0 + i) * hq * dh, &one, 1, alone);
+                if (memcmp(alone, of + (runs[r].row0 + i) * hq * dh, (size_t)(hq * dh) * sizeof(float)) != 0)
+                    fail_msg("%s: run %d row %d alone differs from the same row among its run's %d", what, r, i,
+                             len[r]);
+            }
+        free(alone);
         for (int r = 0; r < 3; r++)
             free(kv[r]);
         free(q);
