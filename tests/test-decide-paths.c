@@ -437,17 +437,47 @@ static void test_errors(void **state) {
     assert_string_equal(got.type, "exceed_context_size_error");
     assert_non_null(strstr(got.message, "64"));
     free(resp);
-    /* too many forks for the engine's sequence slots: the same class, naming max_batch */
+    /* more questions than the engine's fork slots: in groups that fit (2 at a time), the answers of
+     * the engine that takes them at once */
     ep.max_tokens = 2048;
     struct jev_engine *few = NULL;
     struct jev_decider *df = NULL;
     ep.max_batch = 2;
     assert_int_equal(jev_engine_init(F.model, &ep, &few), JEV_OK);
     assert_int_equal(jev_decider_init(F.model, few, NULL, &df, &err), JEV_OK);
-    s = jev_decide_body(df, REQ, strlen(REQ), JEV_SHAPE_SYSTEMONE, &p, &resp, &got, NULL);
-    assert_int_equal(s, JEV_ERR_CONTEXT_FULL);
-    assert_non_null(strstr(got.message, "max_batch"));
+    struct jev_decide_result grouped, whole;
+    s = jev_decide_body(df, REQ, strlen(REQ), JEV_SHAPE_SYSTEMONE, &p, &resp, &got, &grouped);
+    assert_int_equal(s, JEV_OK);
     free(resp);
+    s = jev_decide_body(F.d, REQ, strlen(REQ), JEV_SHAPE_SYSTEMONE, &p, &resp, &got, &whole);
+    assert_int_equal(s, JEV_OK);
+    free(resp);
+    printf("2 fork slots: %lld forwards, against %lld\n", (long long)grouped.stats.lm_forwards,
+           (long long)whole.stats.lm_forwards);
+    assert_true(grouped.stats.lm_forwards > whole.stats.lm_forwards);
+    assert_int_equal(grouped.answers.n, whole.answers.n);
+    for (int32_t i = 0; i < whole.answers.n; i++)
+        for (int32_t k = 0; k < whole.answers.items[i].n; k++)
+            assert_true(fabs(grouped.answers.items[i].probs[k] - whole.answers.items[i].probs[k]) <= 1e-6);
+    jev_decide_result_free(&grouped);
+    jev_decide_result_free(&whole);
+    /* text scoring forks each question with a DeltaNet state: an engine with only the prefix's
+     * refuses it, the same class, naming max_states */
+    struct jev_engine *one = NULL;
+    struct jev_decider *d1 = NULL;
+    ep.max_states = 1;
+    assert_int_equal(jev_engine_init(F.model, &ep, &one), JEV_OK);
+    assert_int_equal(jev_decider_init(F.model, one, NULL, &d1, &err), JEV_OK);
+    struct jev_decide_params pt = p;
+    pt.scoring = JEV_SCORING_TEXT;
+    s = jev_decide_body(d1, REQ, strlen(REQ), JEV_SHAPE_SYSTEMONE, &pt, &resp, &got, NULL);
+    printf("text scoring, one state slot: %d %s: %s\n", got.http_status, got.type, got.message);
+    assert_int_equal(s, JEV_ERR_CONTEXT_FULL);
+    assert_int_equal(got.http_status, 400);
+    assert_non_null(strstr(got.message, "max_states"));
+    free(resp);
+    jev_decider_free(d1);
+    jev_engine_free(one);
     /* and the same request through the right engine answers, with the System One envelope */
     struct jev_decide_result res;
     s = jev_decide_body(F.d, REQ, strlen(REQ), JEV_SHAPE_SYSTEMONE, &p, &resp, &got, &res);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -288,6 +289,78 @@ static void test_pages_given_back(void **state) {
     jev_engine_free(small);
 }
 
+/* State slots: text scoring forks each question with a DeltaNet state (and its options' branches).
+ * An engine with few state slots runs a request's questions in groups that fit them, in more
+ * forwards, with the answers of an engine that takes them all at once; one whose slots cannot hold a
+ * single question's forks refuses the request naming max_states. */
+static void test_states_in_groups(void **state) {
+    (void)state;
+    struct jev_request r;
+    request(S1, -1, &r);
+    struct jev_decide_params p = jev_decide_default_params();
+    p.scoring = JEV_SCORING_TEXT;
+    p.batch = 0; /* all at once where the slots allow */
+    p.reuse_prefix = false;
+    struct jev_error err = {0};
+    int32_t fewest = 0, forwards[2] = {0, 0};
+    struct jev_decide_result res[2];
+    for (int e = 0; e < 2; e++) {
+        struct jev_engine_params ep = jev_engine_default_params();
+        ep.max_batch = 8;
+        ep.max_tokens = 2048;
+        ep.max_states = e == 0 ? 64 : 0; /* the second: the fewest that answer, found below */
+        struct jev_engine *eng = NULL;
+        struct jev_decider *d = NULL;
+        if (e == 1) { /* the fewest slots that answer at all: every smaller engine refuses, naming the limit */
+            for (int32_t n = 1; n <= 64 && !fewest; n++) {
+                ep.max_states = n;
+                assert_int_equal(jev_engine_init(F.model, &ep, &eng), JEV_OK);
+                assert_int_equal(jev_decider_init(F.model, eng, NULL, &d, &err), JEV_OK);
+                enum jev_status st = jev_decide_run(d, &r, &p, &res[1], &err);
+                if (st == JEV_OK) {
+                    fewest = n;
+                    break;
+                }
+                assert_int_equal(st, JEV_ERR_CONTEXT_FULL);
+                assert_non_null(strstr(err.msg, "max_states"));
+                jev_error_clear(&err);
+                jev_decider_free(d);
+                jev_engine_free(eng);
+            }
+            assert_true(fewest > 0);
+        } else {
+            assert_int_equal(jev_engine_init(F.model, &ep, &eng), JEV_OK);
+            assert_int_equal(jev_decider_init(F.model, eng, NULL, &d, &err), JEV_OK);
+            if (jev_decide_run(d, &r, &p, &res[0], &err) != JEV_OK)
+                fail_msg("64 state slots: %s", err.msg);
+        }
+        forwards[e] = res[e].stats.lm_forwards;
+        jev_decider_free(d);
+        jev_engine_free(eng);
+    }
+    printf("  text scoring, 5 questions: %d forwards with 64 state slots, %d with %d (the fewest that answer)\n",
+           forwards[0], forwards[1], fewest);
+    assert_true(forwards[1] > forwards[0]); /* it did run in smaller groups */
+    /* the server's company rule (docs/server.md): within 1e-6, the same choice (a group of one or two
+     * tokens takes the few-token products, which sum in another order) */
+    assert_int_equal(res[0].answers.n, res[1].answers.n);
+    for (int32_t i = 0; i < res[0].answers.n; i++) {
+        const struct jev_answer *a = &res[0].answers.items[i], *b = &res[1].answers.items[i];
+        assert_int_equal(a->n, b->n);
+        int32_t arg_a = 0, arg_b = 0;
+        for (int32_t k = 0; k < a->n; k++) {
+            if (fabs(a->probs[k] - b->probs[k]) > 1e-6)
+                fail_msg("question %d option %d: %.9f in groups against %.9f at once", i, k, b->probs[k], a->probs[k]);
+            arg_a = a->probs[k] > a->probs[arg_a] ? k : arg_a;
+            arg_b = b->probs[k] > b->probs[arg_b] ? k : arg_b;
+        }
+        assert_int_equal(arg_a, arg_b);
+    }
+    jev_decide_result_free(&res[0]);
+    jev_decide_result_free(&res[1]);
+    jev_request_free(&r);
+}
+
 /* The public entry point keeps prefixes by default; the same body answers the same bytes. */
 static void test_public_api(void **state) {
     (void)state;
@@ -312,9 +385,8 @@ static void test_public_api(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_hits_and_misses),
-        cmocka_unit_test(test_kept_sequence_given_back),
-        cmocka_unit_test(test_pages_given_back),
+        cmocka_unit_test(test_hits_and_misses),  cmocka_unit_test(test_kept_sequence_given_back),
+        cmocka_unit_test(test_pages_given_back), cmocka_unit_test(test_states_in_groups),
         cmocka_unit_test(test_public_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -207,9 +207,13 @@ int cmd_serve(int argc, char **argv) {
     struct jev_backend *hook_be = NULL; /* the test hook's */
     int rc = 1;
     cs.ep.max_tokens = (int32_t)max_tokens; /* the server sizes its one engine from its options */
-    /* sequences at once: one forward's suffixes (--max-batch), the prefix of every running request and
-     * the four kept prefixes (the engine holds max_batch + 1) */
+    /* runs in one forward: one forward's suffixes (--max-batch) and a prefill piece of every running
+     * request, with the four kept prefixes (the engine's light forks and runs: max_batch, + 1);
+     * sequences with a DeltaNet state: the prefix of every running request, the kept prefixes and one
+     * more. Label scoring's suffix forks are light and take no state; a request whose forks need
+     * states (text scoring, a suffix longer than a step) runs them in groups that fit. */
     cs.ep.max_batch = (int32_t)(max_batch + max_running + 4);
+    cs.ep.max_states = (int32_t)(max_running + 5);
     if (cli_setup_load(&cs, &err) != JEV_OK) {
         fprintf(stderr, "jev serve: %s\n", err.msg);
         goto done;

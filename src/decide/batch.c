@@ -367,7 +367,9 @@ static void prepare(struct jev_batcher *b, struct slot *s) {
     if (dc_keyable(q))
         dc_prefix_key(q, s->key);
     s->res_pages = d->engine->state.n_full > 0 ? dc_batch_pages(q, s->B) : 0;
-    s->res_seqs = 1 + s->B;
+    /* sequences with a state it may hold at once: its prefix, and its forks unless they are light (light
+     * forks live for one forward, and a forward takes no more than the engine's light slots) */
+    s->res_seqs = 1 + (all_light ? 0 : s->B);
     s->ph = PH_READY;
 }
 

@@ -30,12 +30,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The most sequences with a DeltaNet state one batch holds at once (the prefix, full forks and their
- * tries' forks); refuses a batch that would not fit the engine's slots even with nothing kept, or
- * whose light forks (label scoring's) would not. */
-static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
-    const struct jev_state *st = &q->d->engine->state;
+/* For groups of B questions: the most sequences with a DeltaNet state one group holds at once (the
+ * prefix, full forks and their tries' forks) and the most light forks (label scoring's). */
+static void slots_of(const struct dc_req *q, int32_t B, int32_t *most, int32_t *most_light) {
     *most = 1;
+    *most_light = 0;
     for (int32_t b0 = 0; b0 < q->r->n_questions; b0 += B) {
         int32_t need = 1, light = 0; /* the prefix */
         for (int32_t i = b0; i < b0 + B && i < q->r->n_questions; i++) {
@@ -44,19 +43,35 @@ static enum jev_status check_slots(struct dc_req *q, int32_t B, int32_t *most) {
             else
                 need += 1 + q->qs[i].forks;
         }
-        if (need > st->max_seqs)
-            return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
-                            "decide: a batch of %d questions needs %d sequences with a DeltaNet state at once, the "
-                            "engine holds %d (max_states); use a smaller batch or a larger engine",
-                            B, need, st->max_seqs);
-        if (light > st->max_light)
-            return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
-                            "decide: a batch of %d questions needs %d forks at once, the engine holds %d "
-                            "(max_batch); use a smaller batch or a larger engine",
-                            B, light, st->max_light);
         *most = need > *most ? need : *most;
+        *most_light = light > *most_light ? light : *most_light;
     }
-    return JEV_OK;
+}
+
+/* The largest batch, at most *B, whose groups each fit the engine's slots even with nothing kept
+ * (max_states sequences with a DeltaNet state, max_batch light forks): a text-mode request whose
+ * forks do not fit together runs in smaller groups, as one whose pages do not (dc_fit_batch); the
+ * answers do not depend on the grouping. Refused, naming the limit, when one question alone does not
+ * fit. *most: the chosen groups' most sequences with a state at once. */
+static enum jev_status fit_slots(struct dc_req *q, int32_t *B, int32_t *most) {
+    const struct jev_state *st = &q->d->engine->state;
+    int32_t light = 0;
+    for (int32_t b = *B; b >= 1; b--) {
+        slots_of(q, b, most, &light);
+        if (*most <= st->max_seqs && light <= st->max_light) {
+            *B = b;
+            return JEV_OK;
+        }
+    }
+    if (*most > st->max_seqs)
+        return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
+                        "decide: one question needs %d sequences with a DeltaNet state at once (its prefix, its "
+                        "fork and its options' forks), the engine holds %d (max_states); use a larger engine",
+                        *most, st->max_seqs);
+    return jev_fail(q->err, JEV_ERR_CONTEXT_FULL,
+                    "decide: one question needs %d forks at once, the engine holds %d (max_batch); use a larger "
+                    "engine",
+                    light, st->max_light);
 }
 
 /* ---- K/V pages: groups that fit ---- */
@@ -178,7 +193,7 @@ enum jev_status dc_path_shared(struct dc_req *q) {
     struct jev_decider *d = q->d;
     int32_t B = dc_batch_size(q), most = 1;
     JEV_TRY(dc_fit_batch(q, &B, dc_page_budget(q)));
-    JEV_TRY(check_slots(q, B, &most));
+    JEV_TRY(fit_slots(q, &B, &most));
 
     /* the prefix, once: a kept one when it is this request's, else a prefill (then kept) */
     char key[JEV_SHA256_HEX] = "";
