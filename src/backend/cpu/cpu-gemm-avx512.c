@@ -327,7 +327,8 @@ bool jev_cpu_gemm512(struct jev_backend *be, const struct jev_matrix *w, const i
      * a call with more tokens than they hold runs in passes (the sums do not depend on the pass) */
     int64_t room = (int64_t)be->n_threads * JEV_CPU_WBUF_FLOATS;
     int64_t pass_tiles = room / (kblocks * KC * MR);
-    JEV_ASSERT(pass_tiles >= 1);
+    if (pass_tiles < 1)
+        return false; /* rows of ~300k columns and more (one thread): the sgemm path, by shape alone */
     int64_t panels = (n_out + NR - 1) / NR, want = 2 * (int64_t)be->n_threads;
     for (int64_t t0 = 0; t0 < n; t0 += pass_tiles * MR) {
         int64_t np = n - t0 < pass_tiles * MR ? n - t0 : pass_tiles * MR;
