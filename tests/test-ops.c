@@ -86,6 +86,24 @@ static const struct mcase mcases[] = {
 
 static const int64_t ntoks[] = {1, 2, 3, 5, 7, 8, 9, 33, 70};
 
+/* The table's matmul and matmul_rows (candidate rows: unsorted, repeated) against the scalar
+ * reference for n tokens of x; label names the kernel in the messages. yr, yf: room for n x rows. */
+static void check_products(const struct mcase *mc, const struct mat *a, const char *label, const float *x, int64_t n,
+                           float *yr, float *yf) {
+    char what[128];
+    jev_cpu_matmul(g_be, &a->m, x, n, yr);
+    for (int64_t i = 0; i < n * mc->rows; i++)
+        yf[i] = NAN; /* every element must be written */
+    jev_cpu_ops.matmul(g_be, &a->m, x, n, yf);
+    snprintf(what, sizeof what, "%s %s rows %d cols %d n %lld", label, mc->name, mc->rows, mc->cols, (long long)n);
+    check(what, yr, yf, n * mc->rows, NMSE_F32);
+    int32_t ids[5] = {mc->rows - 1, 0, 3 % mc->rows, 3 % mc->rows, mc->rows / 2};
+    jev_cpu_matmul_rows(g_be, &a->m, ids, 5, x, n, yr);
+    jev_cpu_ops.matmul_rows(g_be, &a->m, ids, 5, x, n, yf);
+    snprintf(what, sizeof what, "%s rows %s cols %d n %lld", label, mc->name, mc->cols, (long long)n);
+    check(what, yr, yf, n * 5, NMSE_F32);
+}
+
 static void test_matmul(void **state) {
     (void)state;
     for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
@@ -97,17 +115,7 @@ static void test_matmul(void **state) {
             float *yr = malloc((size_t)n * (size_t)mc->rows * sizeof(float));
             float *yf = malloc((size_t)n * (size_t)mc->rows * sizeof(float));
             fill(x, n * mc->cols, 100 + (int64_t)t, 1.0f);
-            jev_cpu_matmul(g_be, &a.m, x, n, yr);
-            jev_cpu_ops.matmul(g_be, &a.m, x, n, yf);
-            char what[128];
-            snprintf(what, sizeof what, "matmul %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols, (long long)n);
-            check(what, yr, yf, n * mc->rows, NMSE_F32);
-            /* candidate rows: unsorted, repeated */
-            int32_t ids[5] = {mc->rows - 1, 0, 3, 3, mc->rows / 2};
-            jev_cpu_matmul_rows(g_be, &a.m, ids, 5, x, n, yr);
-            jev_cpu_ops.matmul_rows(g_be, &a.m, ids, 5, x, n, yf);
-            snprintf(what, sizeof what, "matmul_rows %s cols %d n %lld", mc->name, mc->cols, (long long)n);
-            check(what, yr, yf, n * 5, NMSE_F32);
+            check_products(mc, &a, "matmul", x, n, yr, yf);
             free(x);
             free(yr);
             free(yf);
@@ -569,24 +577,14 @@ static void test_gemm_kernel(void **state) {
             assert_non_null(yr);
             assert_non_null(yf);
             fill(x, n * mc->cols, 500 + (int64_t)t, 1.0f);
-            jev_cpu_matmul(g_be, &a.m, x, n, yr);
-            for (int64_t i = 0; i < n * mc->rows; i++)
-                yf[i] = NAN; /* every element must be written */
-            jev_cpu_ops.matmul(g_be, &a.m, x, n, yf);
-            char what[128];
-            snprintf(what, sizeof what, "avx512 kernel %s rows %d cols %d n %lld", mc->name, mc->rows, mc->cols,
-                     (long long)n);
-            check(what, yr, yf, n * mc->rows, NMSE_F32);
+            check_products(mc, &a, "avx512 kernel", x, n, yr, yf);
             /* the table ran the kernel where it reads the type (dense; 4- and 8-bit codes in groups of 16+),
              * cpu-matmul.c's sgemm path otherwise */
             bool reads = mc->type != JEV_MTYPE_QAFFINE || ((mc->bits == 4 || mc->bits == 8) && mc->group % 16 == 0);
+            jev_cpu_ops.matmul(g_be, &a.m, x, n, yf);
             assert_int_equal(jev_cpu_gemm512(g_be, &a.m, NULL, mc->rows, x, n, yr), reads);
             if (reads && memcmp(yr, yf, (size_t)(n * mc->rows) * sizeof(float)) != 0)
-                fail_msg("%s: the table's matmul did not run the AVX-512 kernel", what);
-            jev_cpu_matmul_rows(g_be, &a.m, ids, 5, x, n, yr);
-            jev_cpu_ops.matmul_rows(g_be, &a.m, ids, 5, x, n, yf);
-            snprintf(what, sizeof what, "avx512 kernel rows %s cols %d n %lld", mc->name, mc->cols, (long long)n);
-            check(what, yr, yf, n * 5, NMSE_F32);
+                fail_msg("%s n %lld: the table's matmul did not run the AVX-512 kernel", mc->name, (long long)n);
             free(x);
             free(yr);
             free(yf);
