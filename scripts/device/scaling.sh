@@ -6,10 +6,14 @@
 # peak, the backend's split-sgemm scheme against OpenBLAS's own threads, and the pool's
 # empty-job cost for 1, 2, 4, ... threads, (3) `jev run` prefill/decode rates per thread count,
 # and (4) JEV_PROFILE=1 `jev decide` (the main job's 8 questions) per thread count: the phases
-# and the per-op table (src/backend/profile.h). Everything also goes to $OUT/scaling.txt.
+# and the per-op table (src/backend/profile.h), (5) bench/gemm-bench: exact mode's two product
+# kernels (OpenBLAS, the AVX-512 kernel of cpu-gemm-avx512.c) side by side at the model's shapes on
+# every core, and the decision's profile with the AVX-512 kernel at the largest thread count.
+# Everything also goes to $OUT/scaling.txt.
 #
 # What it is not: a build. Carry build-portable (make PORTABLE=1 BUILD=build-portable jev
-# build-portable/bench/cpu-scaling) and .cache/tokenizer-qwen3 (for jev synth).
+# build-portable/bench/cpu-scaling build-portable/bench/gemm-bench) and .cache/tokenizer-qwen3
+# (for jev synth).
 #   usage: bash scripts/device/scaling.sh [THREADS...]   (default: 16 8 4 2, capped at nproc)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,3 +42,13 @@ for t in "${threads[@]}"; do
   echo "== jev decide (JEV_PROFILE=1), $t threads"
   JEV_PROFILE=1 "$B/jev" decide --model "$MODEL" --workload bench/dog-workload.json --decisions 8 --threads "$t" | grep -v '^q0'
 done
+if [ -x "$B/bench/gemm-bench" ]; then
+  echo "== gemm-bench, $n threads: OpenBLAS against the AVX-512 kernel"
+  "$B/bench/gemm-bench" --threads "$n" --repeats 7
+  "$B/bench/gemm-bench" --threads "$n" --repeats 7 --tokens 216
+  t=${threads[0]}
+  [ "$t" -le "$n" ] || t=$n
+  echo "== jev decide (JEV_PROFILE=1, JEV_CPU_GEMM=avx512), $t threads"
+  JEV_CPU_GEMM=avx512 JEV_PROFILE=1 "$B/jev" decide --model "$MODEL" --workload bench/dog-workload.json --decisions 8 \
+    --threads "$t" | grep -v '^q0'
+fi
