@@ -51,8 +51,9 @@ static void slots_of(const struct dc_req *q, int32_t B, int32_t *most, int32_t *
 /* The largest batch, at most *B, whose groups each fit the engine's slots even with nothing kept
  * (max_states sequences with a DeltaNet state, max_batch light forks): a text-mode request whose
  * forks do not fit together runs in smaller groups, as one whose pages do not (dc_fit_batch); the
- * answers do not depend on the grouping. Refused, naming the limit, when one question alone does not
- * fit. *most: the chosen groups' most sequences with a state at once. */
+ * grouping moves no answer beyond the last bits of the few-token products (the server's company
+ * rule, docs/server.md). Refused, naming the limit, when one question alone does not fit. *most: the
+ * chosen groups' most sequences with a state at once. */
 static enum jev_status fit_slots(struct dc_req *q, int32_t *B, int32_t *most) {
     const struct jev_state *st = &q->d->engine->state;
     int32_t light = 0;
