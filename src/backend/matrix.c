@@ -6,18 +6,7 @@
  *   QAFFINE: W[r][k] = scale[r][k/G] * q[r][k] + bias[r][k/G], in f32, where
  *   q is element k of row r's little-endian bit stream of `bits`-bit codes.
  */
-#include "backend/matrix.h" // defines: struct jev_matrix
-
-#include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
-
-static float load_s(enum jev_stype t, const void *p, int64_t i) {
-    switch (t) {
-    case JEV_STYPE_F32: return ((const float *)p)[i];
-    case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
-    case JEV_STYPE_F16: return jev_f16_to_f32(((const uint16_t *)p)[i]);
-    }
-    return 0.0f;
-}
+#include "backend/matrix.h" // defines: struct jev_matrix, jev_matrix_scale
 
 /* The code of element k in a row's bit stream (bits may straddle u32 words). */
 static uint32_t qcode(const uint32_t *row, int64_t k, int bits) {
@@ -39,8 +28,8 @@ float jev_matrix_get(const struct jev_matrix *m, int64_t r, int64_t c) {
         int64_t words = (int64_t)m->cols * m->bits / 32;
         int64_t groups = m->cols / m->group;
         const uint32_t *row = (const uint32_t *)m->data + r * words;
-        float s = load_s(m->stype, m->scales, r * groups + c / m->group);
-        float b = load_s(m->stype, m->biases, r * groups + c / m->group);
+        float s = jev_matrix_scale(m->stype, m->scales, r * groups + c / m->group);
+        float b = jev_matrix_scale(m->stype, m->biases, r * groups + c / m->group);
         return s * (float)qcode(row, c, m->bits) + b;
     }
     }
@@ -53,8 +42,8 @@ void jev_matrix_row(const struct jev_matrix *m, int64_t r, float *out) {
         int64_t groups = m->cols / m->group;
         const uint32_t *row = (const uint32_t *)m->data + r * words;
         for (int64_t g = 0; g < groups; g++) {
-            float s = load_s(m->stype, m->scales, r * groups + g);
-            float b = load_s(m->stype, m->biases, r * groups + g);
+            float s = jev_matrix_scale(m->stype, m->scales, r * groups + g);
+            float b = jev_matrix_scale(m->stype, m->biases, r * groups + g);
             for (int64_t k = g * m->group; k < (g + 1) * m->group; k++)
                 out[k] = s * (float)qcode(row, k, m->bits) + b;
         }

@@ -12,6 +12,8 @@
 
 #include <stdint.h>
 
+#include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
+
 enum jev_mtype {
     JEV_MTYPE_F32 = 0,     /* float rows */
     JEV_MTYPE_BF16 = 1,    /* bfloat16 rows */
@@ -35,6 +37,17 @@ struct jev_matrix {
     int32_t group;        /* QAFFINE only: group size along cols */
     const char *name;     /* tensor name in the file, for messages */
 };
+
+/* Scale or bias i of a quantized matrix's stype-typed array p, widened exactly to f32: the reference's
+ * (matrix.c), which the kernels read through too. */
+static inline float jev_matrix_scale(enum jev_stype t, const void *p, int64_t i) {
+    switch (t) {
+    case JEV_STYPE_F32: return ((const float *)p)[i];
+    case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
+    case JEV_STYPE_F16: return jev_f16_to_f32(((const uint16_t *)p)[i]);
+    }
+    return 0.0f;
+}
 
 /* One element of a matrix as f32 (slow; for tests and references). */
 float jev_matrix_get(const struct jev_matrix *m, int64_t row, int64_t col);

@@ -44,8 +44,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "backend/matrix.h" // defines: struct jev_matrix, jev_matrix_get
-#include "base/half.h"      // defines: jev_bf16_to_f32, jev_f16_to_f32
+#include "backend/matrix.h" // defines: struct jev_matrix, jev_matrix_get, jev_matrix_scale
 
 /* ---- the choice (every CPU) ---- */
 
@@ -104,15 +103,6 @@ struct g_job {
     int64_t panels_per_task, tiles_per_task, row_tasks;
     struct jev_backend *be;
 };
-
-static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
-    switch (t) {
-    case JEV_STYPE_F32: return ((const float *)p)[i];
-    case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
-    case JEV_STYPE_F16: return jev_f16_to_f32(((const uint16_t *)p)[i]);
-    }
-    return 0.0f;
-}
 
 /* Whether this file's panels read the matrix: the dense types at any width, 4- and 8-bit codes in
  * groups of a power of two from 16 columns that divides KC (every MLX group size). */
@@ -225,8 +215,8 @@ JEV_AVX512 static void pack_panel(const struct g_job *j, int64_t o0, int64_t c0,
             if (codes && k % group == 0)
                 for (int q = 0; q < nv; q++) {
                     int64_t g = at[q].g + k / group;
-                    sc[q] = _mm512_set1_ps(load_scale(w->stype, w->scales, g));
-                    bi[q] = _mm512_set1_ps(load_scale(w->stype, w->biases, g));
+                    sc[q] = _mm512_set1_ps(jev_matrix_scale(w->stype, w->scales, g));
+                    bi[q] = _mm512_set1_ps(jev_matrix_scale(w->stype, w->biases, g));
                 }
             __m512 r[16];
             for (int q = 0; q < 16; q++)

@@ -4,7 +4,7 @@
  * the sgemm path. cpu-matmul.c includes this in place of its AVX2 kernels when it is built for
  * aarch64 (JEV_CPU_X86 0), so the functions keep the AVX2 ones' names, signatures and static
  * linkage; the driver around them (tasks, blocking, sgemm, prefetch) is shared. Not a header
- * for anything else: it needs cpu-matmul.c's enum kind, load_scale and Q4_MAX_GROUPS.
+ * for anything else: it needs cpu-matmul.c's enum kind and Q4_MAX_GROUPS (and matrix.h's jev_matrix_scale).
  *
  * Why written here rather than left to SIMDe (which compiles the other AVX2 kernels on aarch64):
  * GCC keeps SIMDe's 8-lane values in memory, so a 4 rows x 2 tokens kernel stored and reloaded
@@ -109,8 +109,8 @@ static void dequant_row(const struct jev_matrix *w, enum kind k, int64_t r, floa
         const uint32_t *row = (const uint32_t *)w->data + r * words;
         int wpe8 = w->bits / 4; /* u32 words per 8 elements: 1 (4-bit) or 2 (8-bit) */
         for (int64_t g = 0; g < groups; g++) {
-            f32x8 s = f8_dup(load_scale(w->stype, w->scales, r * groups + g));
-            f32x8 b = f8_dup(load_scale(w->stype, w->biases, r * groups + g));
+            f32x8 s = f8_dup(jev_matrix_scale(w->stype, w->scales, r * groups + g));
+            f32x8 b = f8_dup(jev_matrix_scale(w->stype, w->biases, r * groups + g));
             for (int64_t c = g * w->group; c < (g + 1) * w->group; c += 8) {
                 const uint32_t *wp = row + (c / 8) * wpe8;
                 f8_store(out + c, f8_mul_add(s, k == K_Q4 ? q4x8_neon(wp) : q8x8_neon(wp), b));
@@ -171,8 +171,8 @@ static void fused_q8(const struct jev_matrix *w, const int64_t *rid, int nr, con
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             int64_t rr = rid[j < nr ? j : 0];
-            s[j] = f8_dup(load_scale(w->stype, w->scales, rr * groups + g));
-            b[j] = f8_dup(load_scale(w->stype, w->biases, rr * groups + g));
+            s[j] = f8_dup(jev_matrix_scale(w->stype, w->scales, rr * groups + g));
+            b[j] = f8_dup(jev_matrix_scale(w->stype, w->biases, rr * groups + g));
         }
         for (int64_t c = g * w->group; c < (g + 1) * w->group; c += 8) {
             f32x8 xa = f8_load(x0 + c), xb = f8_load(x1 + c);
@@ -206,8 +206,8 @@ static float q4_row_params(const struct jev_matrix *w, int64_t r, const float *x
         bias = f8_hsum(acc);
     }
     for (; g < groups; g++) {
-        s[g] = load_scale(w->stype, w->scales, r * groups + g);
-        bias += load_scale(w->stype, w->biases, r * groups + g) * xs[g];
+        s[g] = jev_matrix_scale(w->stype, w->scales, r * groups + g);
+        bias += jev_matrix_scale(w->stype, w->biases, r * groups + g) * xs[g];
     }
     return bias;
 }
@@ -260,8 +260,8 @@ static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int nr, cons
     float b00 = q4_row_params(w, ra, xs0, s0), b10 = q4_row_params(w, rb, xs0, s1);
     float b01 = 0.0f, b11 = 0.0f;
     for (int64_t g = 0; g < groups; g++) {
-        b01 += load_scale(w->stype, w->biases, ra * groups + g) * xs1[g];
-        b11 += load_scale(w->stype, w->biases, rb * groups + g) * xs1[g];
+        b01 += jev_matrix_scale(w->stype, w->biases, ra * groups + g) * xs1[g];
+        b11 += jev_matrix_scale(w->stype, w->biases, rb * groups + g) * xs1[g];
     }
     f32x8 t00 = f8_zero(), t01 = t00, t10 = t00, t11 = t00;
     for (int64_t g = 0; g < groups; g++) {

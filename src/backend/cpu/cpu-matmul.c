@@ -52,21 +52,12 @@
 #include <cblas.h>
 #include <string.h>
 
-#include "base/half.h" // defines: jev_bf16_to_f32, jev_f16_to_f32
+#include "backend/matrix.h" // defines: jev_matrix_scale
 
 #define ROWS_PER_TASK 32  /* fused path: output rows per pool task */
 #define Q4_MAX_GROUPS 512 /* 4-bit fused kernel: groups per row (scales kept on the stack) */
 
 /* ---- helpers ---- */
-
-JEV_AVX2 static inline float load_scale(enum jev_stype t, const void *p, int64_t i) {
-    switch (t) {
-    case JEV_STYPE_F32: return ((const float *)p)[i];
-    case JEV_STYPE_BF16: return jev_bf16_to_f32(((const uint16_t *)p)[i]);
-    case JEV_STYPE_F16: return jev_f16_to_f32(((const uint16_t *)p)[i]);
-    }
-    return 0.0f;
-}
 
 /* 8 bf16 -> 8 f32 (exact: a shift). */
 JEV_AVX2 static inline __m256 load_bf16x8(const uint16_t *p) {
@@ -163,8 +154,8 @@ JEV_AVX2 static void dequant_row(const struct jev_matrix *w, enum kind k, int64_
         const uint32_t *row = (const uint32_t *)w->data + r * words;
         int wpe8 = w->bits / 4; /* u32 words per 8 elements: 1 (4-bit) or 2 (8-bit) */
         for (int64_t g = 0; g < groups; g++) {
-            __m256 s = _mm256_set1_ps(load_scale(w->stype, w->scales, r * groups + g));
-            __m256 b = _mm256_set1_ps(load_scale(w->stype, w->biases, r * groups + g));
+            __m256 s = _mm256_set1_ps(jev_matrix_scale(w->stype, w->scales, r * groups + g));
+            __m256 b = _mm256_set1_ps(jev_matrix_scale(w->stype, w->biases, r * groups + g));
             for (int64_t c = g * w->group; c < (g + 1) * w->group; c += 8) {
                 const uint32_t *wp = row + (c / 8) * wpe8;
                 __m256 q = k == K_Q4 ? q4x8(wp) : q8x8(wp);
@@ -235,8 +226,8 @@ JEV_AVX2 static void fused_q8(const struct jev_matrix *w, const int64_t *rid, in
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
             int64_t rr = rid[j < nr ? j : 0];
-            s[j] = _mm256_set1_ps(load_scale(w->stype, w->scales, rr * groups + g));
-            b[j] = _mm256_set1_ps(load_scale(w->stype, w->biases, rr * groups + g));
+            s[j] = _mm256_set1_ps(jev_matrix_scale(w->stype, w->scales, rr * groups + g));
+            b[j] = _mm256_set1_ps(jev_matrix_scale(w->stype, w->biases, rr * groups + g));
         }
         for (int64_t c = g * w->group; c < (g + 1) * w->group; c += 8) {
             __m256 xa = _mm256_loadu_ps(x0 + c);
@@ -279,8 +270,8 @@ JEV_AVX2 static float q4_row_params(const struct jev_matrix *w, int64_t r, const
         bias = jev_hsum8(acc);
     }
     for (; g < groups; g++) {
-        s[g] = load_scale(w->stype, w->scales, r * groups + g);
-        bias += load_scale(w->stype, w->biases, r * groups + g) * xs[g];
+        s[g] = jev_matrix_scale(w->stype, w->scales, r * groups + g);
+        bias += jev_matrix_scale(w->stype, w->biases, r * groups + g) * xs[g];
     }
     return bias;
 }
@@ -330,8 +321,8 @@ JEV_AVX2 static void q4_2tok(const struct jev_matrix *w, const int64_t *rid, int
     float b00 = q4_row_params(w, ra, xs0, s0), b10 = q4_row_params(w, rb, xs0, s1);
     float b01 = 0.0f, b11 = 0.0f;
     for (int64_t g = 0; g < groups; g++) {
-        b01 += load_scale(w->stype, w->biases, ra * groups + g) * xs1[g];
-        b11 += load_scale(w->stype, w->biases, rb * groups + g) * xs1[g];
+        b01 += jev_matrix_scale(w->stype, w->biases, ra * groups + g) * xs1[g];
+        b11 += jev_matrix_scale(w->stype, w->biases, rb * groups + g) * xs1[g];
     }
     __m256 t00 = _mm256_setzero_ps(), t01 = t00, t10 = t00, t11 = t00;
     for (int64_t g = 0; g < groups; g++) {
