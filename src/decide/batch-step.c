@@ -59,8 +59,6 @@ static bool grow(void **p, int32_t *cap, int32_t n, size_t size) {
     return true;
 }
 
-static int32_t pages_of(int64_t tokens) { return (int32_t)((tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE); }
-
 /* The admitted slots with work for a forward, oldest first: question groups, then prefill chunks. */
 static int32_t collect(struct jev_batcher *b, struct piece *out, int32_t slice) {
     int32_t n = 0;
@@ -112,11 +110,11 @@ static void needs(const struct jev_batcher *b, const struct piece *p, int32_t *p
     *light = 0;
     if (p->prefill) {
         const struct jev_seq *seq = b->entries[p->s->entry].seq;
-        *pages = pages_of((int64_t)seq->n_tokens + p->n - seq->n_prefix) - seq->n_pages;
+        *pages = jev_kv_pages((int64_t)seq->n_tokens + p->n - seq->n_prefix) - seq->n_pages;
     } else {
         *pages = 0;
         for (int32_t k = 0; k < p->n; k++) {
-            *pages += pages_of(p->s->q.qs[p->at + k].suffix.n);
+            *pages += jev_kv_pages(p->s->q.qs[p->at + k].suffix.n);
             if (dc_light_fork(&p->s->q, p->at + k))
                 ++*light;
             else

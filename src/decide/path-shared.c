@@ -77,17 +77,15 @@ static enum jev_status fit_slots(struct dc_req *q, int32_t *B, int32_t *most) {
 
 /* ---- K/V pages: groups that fit ---- */
 
-static int32_t pages_of(int64_t tokens) { return (int32_t)((tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE); }
-
 /* K/V pages question i's fork (and in text mode its trie's forks) take at most. */
 static int32_t question_pages(const struct dc_req *q, int32_t i) {
     const struct dc_question *dq = &q->qs[i];
     if (!dq->has_trie)
-        return pages_of(dq->suffix.n);
+        return jev_kv_pages(dq->suffix.n);
     int32_t depth = 0;
     for (int32_t n = 0; n < dq->trie.n_nodes; n++)
         depth = dq->trie.nodes[n].depth > depth ? dq->trie.nodes[n].depth : depth;
-    return (1 + dq->forks) * pages_of((int64_t)dq->suffix.n + depth);
+    return (1 + dq->forks) * jev_kv_pages((int64_t)dq->suffix.n + depth);
 }
 
 int32_t dc_batch_pages(const struct dc_req *q, int32_t B) {
@@ -98,7 +96,7 @@ int32_t dc_batch_pages(const struct dc_req *q, int32_t B) {
             need += question_pages(q, i);
         most = need > most ? need : most;
     }
-    return pages_of(q->prefix.n) + most;
+    return jev_kv_pages(q->prefix.n) + most;
 }
 
 /* The pages this request can have: the free ones and those of the kept prefixes (given back when

@@ -434,7 +434,7 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
         if (q.p.path == JEV_DECIDE_GENERATE) {
             int32_t budget = q.p.max_new_tokens > 0 ? q.p.max_new_tokens : jev_genjson_max_tokens(r->n_questions);
             toks = P + (int32_t)q.gen.n + budget;
-            pages = (toks + JEV_KV_PAGE - 1) / JEV_KV_PAGE;
+            pages = jev_kv_pages(toks);
         } else {
             int32_t B = q.p.path == JEV_DECIDE_SHARED ? dc_batch_size(&q) : 1;
             int32_t longest_cand = 0;
@@ -460,7 +460,7 @@ enum jev_status jev_decide_plan(struct jev_decider *d, const struct jev_request 
                 int32_t forks = 0;
                 for (int32_t i = 0; i < r->n_questions; i++)
                     forks = q.qs[i].forks > forks ? q.qs[i].forks : forks;
-                pages = (int64_t)(1 + forks) * ((toks + JEV_KV_PAGE - 1) / JEV_KV_PAGE);
+                pages = (int64_t)(1 + forks) * jev_kv_pages(toks);
             }
         }
         need->max_batch = seqs - 1 > 1 ? seqs - 1 : 1;

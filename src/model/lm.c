@@ -42,7 +42,7 @@ static void fill_defaults(struct jev_lm_params *p) {
     if (p->max_tokens <= 0)
         p->max_tokens = 8192;
     if (p->max_spans <= 0)
-        p->max_spans = (p->max_tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE + p->max_runs + 1;
+        p->max_spans = jev_kv_pages(p->max_tokens) + p->max_runs + 1;
     if (p->max_light < 0)
         p->max_light = 0;
 }

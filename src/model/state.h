@@ -51,6 +51,9 @@
 
 #define JEV_KV_PAGE 64 /* tokens per K/V page */
 
+/* The K/V pages `tokens` tokens take. */
+static inline int32_t jev_kv_pages(int64_t tokens) { return (int32_t)((tokens + JEV_KV_PAGE - 1) / JEV_KV_PAGE); }
+
 struct jev_state_params {
     int32_t max_tokens; /* longest sequence, prefix included */
     int32_t max_seqs;   /* full sequences alive at once (forks and released parents included) */
