@@ -25,9 +25,7 @@ struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
         free(be);
         return NULL;
     }
-    struct jev_error ignored = {0}; /* cpu_create reports a bad JEV_CPU_GEMM; here it means the default */
-    if (jev_cpu_gemm_choose(getenv("JEV_CPU_GEMM"), &be->gemm, &ignored) != JEV_OK)
-        jev_cpu_gemm_choose(NULL, &be->gemm, &ignored);
+    be->gemm = JEV_CPU_GEMM_OPENBLAS; /* the default product kernel; cpu_create applies JEV_CPU_GEMM */
     /* sgemm runs inside pool tasks, one call per thread (cpu-matmul.c explains why) */
     openblas_set_num_threads(1);
     return be;
@@ -179,6 +177,7 @@ static enum jev_status cpu_create(int32_t device, struct jev_pool *pool, struct 
     if (!*out)
         return jev_fail(err, JEV_ERR_NOMEM, "cpu: cannot allocate the backend's scratch for %d threads",
                         jev_pool_size(pool));
+    (*out)->gemm = gemm;
     return JEV_OK;
 }
 
