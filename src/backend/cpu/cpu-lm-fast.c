@@ -10,8 +10,9 @@
  * in 8 lanes then across), then weights . V with two heads' sums in registers
  * over the keys. Each (row, head) runs the operations of a lone row in the
  * same order (one row a task with per-key axpys before: the same bits), so a
- * row's output does not depend on the rows it shares a block with; 2.2x less
- * time at 64 decisions on the 2-core machine (2.85 -> 1.29 s of attention).
+ * row's output does not depend on the rows it shares a block with; 1.9-2.3x
+ * less time at 64 decisions on the 2-core machine (three alternated pairs:
+ * 2.85-3.23 -> 1.29-1.70 s of attention).
  *
  * Delta rule, chunked: the same matrices as torch_chunk_gated_delta_rule,
  * formed by the same operations, one small-matrix kernel call each
