@@ -11,8 +11,8 @@
  *   (4, 32, 64, 128) and scale type (f32, bf16, f16) equals the CPU's jev_matrix_row bit for bit
  *   (NMSE 0), and its bf16 form equals jev_f32_to_bf16 of those values bit for bit.
  * - matmul (exact): ct_ops->matmul on the mirror against jev_cpu_ops.matmul on the host matrix,
- *   token counts 1 and 2 (at most JEV_CUDA_DIRECT_MAX_N: the rows read in place, the words form for
- *   4- and 8-bit codes, single columns otherwise), 7, 33, 300 (sgemm), NMSE <= 1e-7; and against the
+ *   token counts 1 to 4 (at most JEV_CUDA_DIRECT_MAX_N: the rows read in place, 16-byte vectors for
+ *   4- and 8-bit codes and halves, single columns otherwise), 7, 33, 300 (sgemm), NMSE <= 1e-7; and against the
  *   f32 path of before (the same dequantized values as an f32 matrix, multiplied where it is):
  *   bit-identical for more than JEV_CUDA_DIRECT_MAX_N tokens and a matrix that fits the scratch in
  *   one chunk (the same cuBLAS call on the same values), NMSE <= 1e-7 otherwise (printed:
@@ -61,7 +61,7 @@ static const struct mcase mcases[] = {
     {"q4 g64 bf16 (LM-sized)", JEV_MTYPE_QAFFINE, 3584, 1024, 4, 64, JEV_STYPE_BF16},
 };
 
-static const int64_t ntoks[] = {1, 2, 7, 33, 300};
+static const int64_t ntoks[] = {1, 2, 3, 4, 7, 33, 300};
 
 /* Downloads a device result, prints its NMSE against ref and checks it. */
 static void check_dev(const char *what, const float *ref, const float *dev, int64_t n) {
@@ -221,6 +221,46 @@ static void test_matmul(void **state) {
             free(x);
             free(yr);
         }
+        ct_ops->matrix_release(ct_gpu, &m);
+        mat_free(&a);
+    }
+}
+
+/* The rows read in place (at most JEV_CUDA_DIRECT_MAX_N tokens): each token's outputs are the same bits alone
+ * as among the most tokens the form takes (the kernel sums a token's products in one order whatever n is),
+ * and activations that start off a 16-byte boundary (the vector forms' reads need it: the kernel then
+ * reads single columns) still give the CPU's product. */
+static void test_matmul_few_company(void **state) {
+    (void)state;
+    const int64_t n = JEV_CUDA_DIRECT_MAX_N;
+    for (size_t c = 0; c < sizeof mcases / sizeof mcases[0]; c++) {
+        const struct mcase *mc = &mcases[c];
+        if (mc->type == JEV_MTYPE_F32) /* an f32 matrix's few tokens are a cuBLAS product, not these kernels */
+            continue;
+        struct mat a = mat_make(mc->type, mc->rows, mc->cols, mc->bits, mc->group, mc->stype, 40 + (int64_t)c);
+        struct jev_matrix m = ct_mirror(&a.m);
+        const int64_t rows = mc->rows, cols = mc->cols;
+        float *x = ct_host(n * cols + 1), *yr = ct_host(n * rows);
+        ct_fill(x, n * cols + 1, 500 + (int64_t)c, 1.0f);
+        float *dx = ct_up(x, n * cols + 1), *dy = ct_up(NULL, n * rows), *d1 = ct_up(NULL, rows);
+        ct_ops->matmul(ct_gpu, &m, dx, n, dy);
+        float *together = ct_down(dy, n * rows);
+        for (int64_t t = 0; t < n; t++) {
+            ct_ops->matmul(ct_gpu, &m, dx + t * cols, 1, d1);
+            float *alone = ct_down(d1, rows);
+            if (memcmp(alone, together + t * rows, (size_t)rows * sizeof(float)) != 0)
+                fail_msg("%s: token %lld alone differs from the same token among %lld", mc->name, (long long)t,
+                         (long long)n);
+            free(alone);
+        }
+        /* off the 16-byte boundary: x + 1 */
+        jev_cpu_ops.matmul(ct_cpu, &a.m, x + 1, n, yr);
+        ct_ops->matmul(ct_gpu, &m, dx + 1, n, dy);
+        char what[128];
+        snprintf(what, sizeof what, "matmul %s n %lld, x off 16-byte alignment", mc->name, (long long)n);
+        check_dev(what, yr, dy, n * rows);
+        ct_free(dx), ct_free(dy), ct_free(d1);
+        free(x), free(yr), free(together);
         ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
     }
@@ -741,7 +781,7 @@ static const int64_t model_ns[] = {8, 100, 532, 2304};
  *
  * Bounds, what each must meet:
  * - f32: NMSE <= CT_NMSE_F32, as every exact product (its measured NMSE is the yardstick below).
- * - bf16x6 and 3xtf32: NMSE <= 64 NMSE_f32 + eps^2 R. Both sum their products in f32 as the SIMT
+ * - bf16x6: NMSE <= 64 NMSE_f32 + eps^2 R; 3xtf32: 1024 NMSE_f32 + eps^2 R. Both sum their products in f32 as the SIMT
  *   product does, but on tensor cores (blocks of 8 or 16 products a step, the accumulator's rounding
  *   the hardware's: truncation, not round-to-nearest, on V100, T4 and A100 by Fasi et al. 2021), so
  *   the accumulation's share is measured, not derived. The first bound asked for a factor 4 (2 in
@@ -749,7 +789,11 @@ static const int64_t model_ns[] = {8, 100, 532, 2304};
  *   5.22e-15, run 10): the tensor cores' accumulation is worse than sgemm's there, which is why
  *   neither product is exact mode's default. 64 keeps the test on what it can tell: a missing group
  *   (below) errs at 1e-12 and more, and the 32-column shape still tells the smallest one (1.05e-12
- *   without it against 64 x 7.8e-15 = 5e-13). The second term is what the split drops, derived
+ *   without it against 64 x 7.8e-15 = 5e-13). 3xtf32 then measured 140.6 on the H100 (4096 x 1024,
+ *   100 tokens: NMSE 3.62e-12 against f32's 2.57e-14, session 12): its three TF32 products take more
+ *   accumulation steps of the tensor cores' rounding. A missing group of 3xtf32 errs ~1e-9 at every
+ *   shape, so its factor is 1024 (2.6e-11 there: still 40 times under what the test must tell).
+ *   The second term is what the split drops, derived
  *   (cuda-gemm-split.cu): every product x_c w_c is computed with a relative error of at most eps
  *   (bf16x6: 2^-24 + 2^-24 + 2^-32, the dropped x2 w3, x3 w2, x3 w3; 3xtf32: 3 2^-22, the pieces'
  *   rounding and x_lo w_lo; both times 1 + 2^-7 for the pieces' bounds' own second-order terms),
@@ -770,6 +814,7 @@ static void test_split_accuracy(void **state) {
     /* (1 + 2^-7): |v2| <= 2^-8 (1 + 2^-8) |v| and the like, rounded up */
     const double eps[EG_N] = {0, (ldexp(1, -23) + ldexp(1, -32)) * (1 + ldexp(1, -7)),
                               3 * ldexp(1, -22) * (1 + ldexp(1, -7))};
+    const double slack[EG_N] = {1, 64, 1024}; /* the accumulation's share, a multiple of f32's NMSE (above) */
     double worst_ratio[EG_N] = {0};
     for (int s = 0; s < n_shapes; s++) {
         const int32_t *shape = s < n_model ? model_shapes[s] : small_shapes[s - n_model];
@@ -841,7 +886,7 @@ static void test_split_accuracy(void **state) {
                 if (!(nmse[0] <= CT_NMSE_F32))
                     fail_msg("%s: NMSE %.3g above %.1g", what, nmse[0], CT_NMSE_F32);
                 for (int g = 1; g < EG_N; g++) {
-                    const double bound = 64 * nmse[0] + eps[g] * eps[g] * (den > 0 ? sq / den : sq);
+                    const double bound = slack[g] * nmse[0] + eps[g] * eps[g] * (den > 0 ? sq / den : sq);
                     const double ratio = nmse[0] > 0 ? nmse[g] / nmse[0] : 0;
                     worst_ratio[g] = ratio > worst_ratio[g] ? ratio : worst_ratio[g];
                     if (!(nmse[g] <= bound))
@@ -857,8 +902,9 @@ static void test_split_accuracy(void **state) {
         ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
     }
-    printf("  accuracy: largest NMSE ratio to f32's: bf16x6 %.2f, 3xtf32 %.2f (bound 64 + the split's term)\n",
-           worst_ratio[1], worst_ratio[2]);
+    printf(
+        "  accuracy: largest NMSE ratio to f32's: bf16x6 %.2f, 3xtf32 %.2f (bounds 64 and 1024 + the split's term)\n",
+        worst_ratio[1], worst_ratio[2]);
 }
 
 /* What each exact product costs: the model's shapes (4-bit weights) at 8 to 2304 tokens, unpinned
@@ -897,12 +943,19 @@ static void test_split_cost(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mirror_stored),      cmocka_unit_test(test_mirror_unsupported),
-        cmocka_unit_test(test_dequant_exact),      cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_same_as_f32), cmocka_unit_test(test_matmul_rows),
-        cmocka_unit_test(test_matmul_rows_many),   cmocka_unit_test(test_company),
-        cmocka_unit_test(test_company_cost),       cmocka_unit_test(test_split_pieces),
-        cmocka_unit_test(test_split_matmul),       cmocka_unit_test(test_split_accuracy),
+        cmocka_unit_test(test_mirror_stored),
+        cmocka_unit_test(test_mirror_unsupported),
+        cmocka_unit_test(test_dequant_exact),
+        cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_few_company),
+        cmocka_unit_test(test_matmul_same_as_f32),
+        cmocka_unit_test(test_matmul_rows),
+        cmocka_unit_test(test_matmul_rows_many),
+        cmocka_unit_test(test_company),
+        cmocka_unit_test(test_company_cost),
+        cmocka_unit_test(test_split_pieces),
+        cmocka_unit_test(test_split_matmul),
+        cmocka_unit_test(test_split_accuracy),
         cmocka_unit_test(test_split_cost),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);
