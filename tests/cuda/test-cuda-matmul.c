@@ -17,6 +17,7 @@
  *   bit-identical for more than JEV_CUDA_DIRECT_MAX_N tokens and a matrix that fits the scratch in
  *   one chunk (the same cuBLAS call on the same values), NMSE <= 1e-7 otherwise (printed:
  *   bit-identical or not).
+ * - matmul_group: a layer's projections in one launch, each output matmul's bits alone (memcmp).
  * - matmul_rows: scattered, repeated and unsorted row ids, both regimes (few tokens: rows read in
  *   place; more: gathered), and 40000 candidate rows so that the gathered rows take several
  *   scratch chunks.
@@ -263,6 +264,57 @@ static void test_matmul_few_company(void **state) {
         free(x), free(yr), free(together);
         ct_ops->matrix_release(ct_gpu, &m);
         mat_free(&a);
+    }
+}
+
+/* matmul_group: the products of one input by a layer's projections (four 4-bit matrices of a DeltaNet
+ * layer's shapes, scaled down; then three and two), in one launch at 1 to 4 tokens and one product a
+ * matrix beyond: each output the same bits as matmul's alone (memcmp). A group whose members differ in
+ * form (4- and 8-bit codes) runs as separate products, with the same result. */
+static void test_matmul_group(void **state) {
+    (void)state;
+    const int32_t cols = 256;
+    struct mat m4[4] = {
+        mat_make(JEV_MTYPE_QAFFINE, 384, cols, 4, 64, JEV_STYPE_BF16, 61),
+        mat_make(JEV_MTYPE_QAFFINE, 128, cols, 4, 64, JEV_STYPE_BF16, 62),
+        mat_make(JEV_MTYPE_QAFFINE, 16, cols, 4, 64, JEV_STYPE_BF16, 63),
+        mat_make(JEV_MTYPE_QAFFINE, 16, cols, 8, 64, JEV_STYPE_BF16, 64), /* the odd one out, last case only */
+    };
+    struct jev_matrix dm[4];
+    for (int i = 0; i < 4; i++)
+        dm[i] = ct_mirror(&m4[i].m);
+    /* the members of each case: indexes into dm */
+    static const int cases[][5] = {{4, 0, 1, 2, 2}, {3, 1, 0, 2, -1}, {2, 2, 0, -1, -1}, {2, 0, 3, -1, -1}};
+    static const int64_t ns[] = {1, 2, 3, 4, 7};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            const int32_t n_w = cases[c][0];
+            const int64_t n = ns[t];
+            float *x = ct_host(n * cols);
+            ct_fill(x, n * cols, 700 + (int64_t)(c * 10 + t), 1.0f);
+            float *dx = ct_up(x, n * cols), *grouped[4], *alone[4];
+            const struct jev_matrix *ws[4];
+            for (int32_t i = 0; i < n_w; i++) {
+                ws[i] = &dm[cases[c][1 + i]];
+                grouped[i] = ct_up(NULL, n * ws[i]->rows);
+                alone[i] = ct_up(NULL, n * ws[i]->rows);
+                ct_ops->matmul(ct_gpu, ws[i], dx, n, alone[i]);
+            }
+            ct_ops->matmul_group(ct_gpu, ws, n_w, dx, n, grouped);
+            for (int32_t i = 0; i < n_w; i++) {
+                float *a = ct_down(alone[i], n * ws[i]->rows), *g = ct_down(grouped[i], n * ws[i]->rows);
+                if (memcmp(a, g, (size_t)(n * ws[i]->rows) * sizeof(float)) != 0)
+                    fail_msg("matmul_group case %zu, n %lld: member %d differs from its product alone", c, (long long)n,
+                             (int)i);
+                free(a), free(g);
+                ct_free(grouped[i]), ct_free(alone[i]);
+            }
+            ct_free(dx);
+            free(x);
+        }
+    for (int i = 0; i < 4; i++) {
+        ct_ops->matrix_release(ct_gpu, &dm[i]);
+        mat_free(&m4[i]);
     }
 }
 
@@ -943,19 +995,13 @@ static void test_split_cost(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_mirror_stored),
-        cmocka_unit_test(test_mirror_unsupported),
-        cmocka_unit_test(test_dequant_exact),
-        cmocka_unit_test(test_matmul),
-        cmocka_unit_test(test_matmul_few_company),
-        cmocka_unit_test(test_matmul_same_as_f32),
-        cmocka_unit_test(test_matmul_rows),
-        cmocka_unit_test(test_matmul_rows_many),
-        cmocka_unit_test(test_company),
-        cmocka_unit_test(test_company_cost),
-        cmocka_unit_test(test_split_pieces),
-        cmocka_unit_test(test_split_matmul),
-        cmocka_unit_test(test_split_accuracy),
+        cmocka_unit_test(test_mirror_stored),      cmocka_unit_test(test_mirror_unsupported),
+        cmocka_unit_test(test_dequant_exact),      cmocka_unit_test(test_matmul),
+        cmocka_unit_test(test_matmul_few_company), cmocka_unit_test(test_matmul_group),
+        cmocka_unit_test(test_matmul_same_as_f32), cmocka_unit_test(test_matmul_rows),
+        cmocka_unit_test(test_matmul_rows_many),   cmocka_unit_test(test_company),
+        cmocka_unit_test(test_company_cost),       cmocka_unit_test(test_split_pieces),
+        cmocka_unit_test(test_split_matmul),       cmocka_unit_test(test_split_accuracy),
         cmocka_unit_test(test_split_cost),
     };
     return cmocka_run_group_tests(tests, ct_setup, ct_teardown);

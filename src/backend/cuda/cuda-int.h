@@ -218,6 +218,8 @@ int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 /* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
  * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
+void jev_cuda_matmul_group(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
+                           int64_t n, float *const *ys);
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y);
 

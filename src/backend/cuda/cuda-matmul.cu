@@ -60,6 +60,7 @@
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_wget, jev_cuda_chunk_rows
 
 #include <stdint.h>
+#include <string.h>
 
 #define GATHER_BYTES ((size_t)64 << 20)         /* matmul_rows: gathered rows per product chunk */
 #define ROWS_DIRECT_MAX_N JEV_CUDA_DIRECT_MAX_N /* tokens up to which rows are read in place */
@@ -228,13 +229,34 @@ static __device__ __forceinline__ void halves_dot(const uint4 v, bool bf16, cons
     }
 }
 
+/* Up to JEV_MATMUL_GROUP_MAX matrices of one form and width, read in place by one launch: matrix i's
+ * outputs are y[i][t][0 .. w[i].rows) (w[i].rows is the count of its outputs: the candidate count when
+ * ids picks rows, then n_w is 1). Passed by value: a launch's parameters cost no copy. */
+struct rows_group {
+    struct jev_matrix w[JEV_MATMUL_GROUP_MAX];
+    float *y[JEV_MATMUL_GROUP_MAX];
+    int32_t n_w;
+};
+
 template <enum rows_form FORM, int PER>
-static __global__ void rows_dot_kernel(struct jev_matrix w, const int32_t *__restrict__ ids, int32_t n_rows,
-                                       const float *__restrict__ x, int32_t n, float *__restrict__ y) {
+static __global__ void rows_dot_kernel(const struct rows_group grp, const int32_t *__restrict__ ids,
+                                       const float *__restrict__ x, int32_t n) {
     int64_t j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
-    if (j >= n_rows)
+    /* the warp's matrix: each member in turn, selected field by field (no indexing of the parameters,
+     * which would copy them to local memory) */
+    struct jev_matrix w = grp.w[0];
+    float *y = grp.y[0];
+#pragma unroll
+    for (int i = 1; i < JEV_MATMUL_GROUP_MAX; i++)
+        if (i < grp.n_w && j >= w.rows) {
+            j -= w.rows;
+            w = grp.w[i];
+            y = grp.y[i];
+        }
+    if (j >= w.rows)
         return;
+    const int32_t n_rows = w.rows;
     const int64_t cols = w.cols, r = ids ? ids[j] : j;
     float acc[ROWS_DIRECT_MAX_N] = {0.0f};
     if constexpr (FORM == ROWS_VEC) {
@@ -311,22 +333,65 @@ static bool halves_form(const struct jev_matrix *w) {
     return (w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
+/* The kernel for a group (every member takes the first's form: rows_group_fits) at n <= ROWS_DIRECT_MAX_N. */
+static void rows_dot_launch(struct jev_backend *be, const struct rows_group *g, const int32_t *ids, const float *x,
+                            int64_t n, const char *where) {
+    int64_t rows = 0;
+    for (int32_t i = 0; i < g->n_w; i++)
+        rows += g->w[i].rows;
+    unsigned blocks = (unsigned)((rows * 32 + 255) / 256);
+    const struct jev_matrix *w = &g->w[0];
+    const int per = vec_per(w, x);
+    if (per == 8)
+        rows_dot_kernel<ROWS_VEC, 8><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
+    else if (per == 4)
+        rows_dot_kernel<ROWS_VEC, 4><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
+    else if (halves_form(w))
+        rows_dot_kernel<ROWS_HALVES, 1><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
+    else
+        rows_dot_kernel<ROWS_ANY, 1><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
+    jev_cuda_check(be, cudaGetLastError(), where);
+}
+
 /* y[t][j] for t < n <= ROWS_DIRECT_MAX_N, j < n_rows: rows ids[j] of w (ids device memory, or NULL for
  * rows 0 .. n_rows - 1) dotted with x[t], in place. */
 static void rows_dot(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int32_t n_rows,
                      const float *x, int64_t n, float *y, const char *where) {
-    int64_t threads = (int64_t)n_rows * 32;
-    unsigned blocks = (unsigned)((threads + 255) / 256);
-    const int per = vec_per(w, x);
-    if (per == 8)
-        rows_dot_kernel<ROWS_VEC, 8><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
-    else if (per == 4)
-        rows_dot_kernel<ROWS_VEC, 4><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
-    else if (halves_form(w))
-        rows_dot_kernel<ROWS_HALVES, 1><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
-    else
-        rows_dot_kernel<ROWS_ANY, 1><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
-    jev_cuda_check(be, cudaGetLastError(), where);
+    struct rows_group g;
+    memset(&g, 0, sizeof g);
+    g.w[0] = *w;
+    g.w[0].rows = n_rows;
+    g.y[0] = y;
+    g.n_w = 1;
+    rows_dot_launch(be, &g, ids, x, n, where);
+}
+
+/* Whether matrices a and b take one launch: the same type, width and encoding, and the same form. */
+static bool rows_group_fits(const struct jev_matrix *a, const struct jev_matrix *b, const float *x) {
+    if (a->type != b->type || a->cols != b->cols || vec_per(a, x) != vec_per(b, x) || halves_form(a) != halves_form(b))
+        return false;
+    return a->type != JEV_MTYPE_QAFFINE || (a->bits == b->bits && a->group == b->group && a->stype == b->stype);
+}
+
+void jev_cuda_matmul_group(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
+                           int64_t n, float *const *ys) {
+    jev_cuda_bind(be);
+    bool one = n > 0 && n <= ROWS_DIRECT_MAX_N && n_w >= 1 && n_w <= JEV_MATMUL_GROUP_MAX;
+    for (int32_t i = 0; one && i < n_w; i++)
+        one = ws[i]->type != JEV_MTYPE_F32 && ws[i]->rows > 0 && rows_group_fits(ws[0], ws[i], x);
+    if (!one) { /* many tokens (cuBLAS products, one a matrix), or members of other forms */
+        for (int32_t i = 0; i < n_w; i++)
+            jev_cuda_matmul(be, ws[i], x, n, ys[i]);
+        return;
+    }
+    struct rows_group g;
+    memset(&g, 0, sizeof g);
+    for (int32_t i = 0; i < n_w; i++) {
+        g.w[i] = *ws[i];
+        g.y[i] = ys[i];
+    }
+    g.n_w = n_w;
+    rows_dot_launch(be, &g, NULL, x, n, "matmul_group (few tokens, in place)");
 }
 
 /* dst[q][:] = w[ids[q]][:] dequantized to f32, for q < nr: one block per gathered row. */

@@ -357,6 +357,7 @@ const struct jev_ops jev_cuda_ops = {
     .set_precision = cuda_set_precision,
     .set_batch_invariant = jev_cuda_gemm_batch_invariant,
     .matmul = jev_cuda_matmul,
+    .matmul_group = jev_cuda_matmul_group,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
     .rmsnorm = jev_cuda_rmsnorm,
