@@ -212,13 +212,8 @@ static __device__ __forceinline__ void vec_dot(const uint4 v, float sc, float bi
 /* acc[t] += the 8 halves of one vector . x[t][c0 .. c0 + 8) for t < n. */
 static __device__ __forceinline__ void halves_dot(const uint4 v, bool bf16, const float *x, int64_t cols, int64_t c0,
                                                   int32_t n, float *acc) {
-    const uint32_t pair[4] = {v.x, v.y, v.z, v.w};
     float wv[8];
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const uint16_t h = (uint16_t)(pair[k / 2] >> (16 * (k % 2)));
-        wv[k] = bf16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
-    }
+    jev_cuda_halves8(v, bf16, wv);
 #pragma unroll
     for (int t = 0; t < ROWS_DIRECT_MAX_N; t++) {
         if (t >= n)
