@@ -30,9 +30,6 @@
 
 #include "backend/matrix.h" // defines: struct jev_matrix
 
-/* The most matrices one matmul_group takes. */
-#define JEV_MATMUL_GROUP_MAX 4
-
 /* One backend instance, per engine: CPU holds a thread pool, CUDA a stream. */
 struct jev_backend;
 
@@ -151,12 +148,6 @@ struct jev_ops {
     /* ---- dense algebra ---- */
     /* y[n][w->rows] = x[n][w->cols] . W^T, any matrix type. */
     void (*matmul)(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
-    /* ys[i][n][ws[i]->rows] = x[n][cols] . ws[i]^T for i < n_w <= JEV_MATMUL_GROUP_MAX, every matrix cols wide:
-     * one layer input's projections (a DeltaNet layer's four, attention's q, k, v, the MLP's gate and up),
-     * each output the bits matmul gives it alone. A device backend launches one kernel for the group where
-     * it can (a decode step's products are launch-bound). NULL: the model layer calls matmul for each. */
-    void (*matmul_group)(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
-                         int64_t n, float *const *ys);
     /* y[n][n_rows] = x[n][w->cols] . W[row_ids]^T: the LM head over candidate rows only. */
     void (*matmul_rows)(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                         const float *x, int64_t n, float *y);

@@ -106,17 +106,6 @@ static void p_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
     record(p, n <= 2 ? S_MATMUL_FEW : S_MATMUL_MANY, t0, mm_flops(w, w->rows, n));
 }
 
-/* A group counts as one call of its regime; its flops are the members'. */
-static void p_matmul_group(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
-                           int64_t n, float *const *ys) {
-    struct jev_profile *p = prof(be);
-    double t0 = jev_now_ms(), flops = 0.0;
-    p->inner->matmul_group(p->inner_be, ws, n_w, x, n, ys);
-    for (int32_t i = 0; i < n_w; i++)
-        flops += mm_flops(ws[i], ws[i]->rows, n);
-    record(p, n <= 2 ? S_MATMUL_FEW : S_MATMUL_MANY, t0, flops);
-}
-
 static void p_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y) {
     struct jev_profile *p = prof(be);
@@ -254,9 +243,9 @@ static enum jev_status p_set_precision(struct jev_backend *be, enum jev_precisio
     return p->inner->set_precision(p->inner_be, mode, err);
 }
 
-/* Every slot of the timed table; the optional ones (status, memory, set_precision, matmul_group) are
- * filled per profiler, only where the inner table has them (NULL keeps its meaning: cannot fail, counts
- * no device bytes, runs exact only, no grouped products). */
+/* Every slot of the timed table; the optional ones (status, memory, set_precision) are filled per
+ * profiler, only where the inner table has them (NULL keeps its meaning: cannot fail, counts no
+ * device bytes, runs exact only). */
 static const struct jev_ops timed = {
     .alloc = p_alloc,
     .free = p_free,
@@ -313,7 +302,6 @@ enum jev_status jev_profile_new(const struct jev_ops *ops, struct jev_backend *b
     p->table.status = ops->status ? p_status : NULL;
     p->table.memory = ops->memory ? p_memory : NULL;
     p->table.set_precision = ops->set_precision ? p_set_precision : NULL;
-    p->table.matmul_group = ops->matmul_group ? p_matmul_group : NULL;
     *out = p;
     return JEV_OK;
 }

@@ -340,18 +340,6 @@ static void hook(struct jev_lm *lm, const char *name, int32_t layer, const float
     lm->hook(lm->hook_user, name, layer, x, row0, rows, cols);
 }
 
-/* x . ws[i]^T into ys[i] for the n_w matrices that read the same input: one op where the backend groups
- * products (ops->matmul_group: one launch for a decode step's), else one matmul each. */
-static void matmuls(struct jev_lm *lm, const struct jev_matrix *const *ws, int32_t n_w, const float *x, int64_t T,
-                    float *const *ys) {
-    if (lm->ops->matmul_group) {
-        lm->ops->matmul_group(lm->be, ws, n_w, x, T, ys);
-        return;
-    }
-    for (int32_t i = 0; i < n_w; i++)
-        lm->ops->matmul(lm->be, ws[i], x, T, ys[i]);
-}
-
 /*
  * Gated DeltaNet (HF Qwen3_5GatedDeltaNet.forward): projections, causal conv
  * with each sequence's window, gates, delta rule from each sequence's state,
@@ -368,9 +356,10 @@ static void gated_deltanet(struct jev_lm *lm, int32_t layer, int32_t n_runs, int
     float *o = lm->mid_d;     /* [T][value_dim] delta-rule output, then gated-normed */
 
     /* the four input projections (HF: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a) */
-    const struct jev_matrix *in[] = {&W->in_qkv, &W->in_z, &W->in_b, &W->in_a};
-    float *in_out[] = {mixed, z, lm->gb, lm->ga};
-    matmuls(lm, in, 4, lm->h, T, in_out);
+    ops->matmul(lm->be, &W->in_qkv, lm->h, T, mixed);
+    ops->matmul(lm->be, &W->in_z, lm->h, T, z);
+    ops->matmul(lm->be, &W->in_b, lm->h, T, lm->gb);
+    ops->matmul(lm->be, &W->in_a, lm->h, T, lm->ga);
 
     int64_t row = 0;
     int32_t light = 0;
@@ -443,10 +432,10 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
     float *o = lm->mid_d;    /* [T][Hq*dh] */
 
     /* projections, then per-head norms (1 + w multipliers) and RoPE on q and k */
-    const struct jev_matrix *in[] = {&W->q, &W->k, &W->v};
-    float *in_out[] = {qg, lm->kbuf, lm->vbuf};
-    matmuls(lm, in, 3, lm->h, T, in_out);
+    ops->matmul(lm->be, &W->q, lm->h, T, qg);
     ops->split_qgate(lm->be, qg, T, hq, dh, q, gate);
+    ops->matmul(lm->be, &W->k, lm->h, T, lm->kbuf);
+    ops->matmul(lm->be, &W->v, lm->h, T, lm->vbuf);
     ops->rmsnorm(lm->be, q, W->q_norm, T * hq, dh, t->rms_eps, q);
     ops->rmsnorm(lm->be, lm->kbuf, W->k_norm, T * hkv, dh, t->rms_eps, lm->kbuf);
     ops->rope(lm->be, q, T, hq, dh, lm->rope.n_freq, lm->cos, lm->sin);
@@ -480,9 +469,8 @@ static void gated_attention(struct jev_lm *lm, int32_t layer, int32_t n_runs, in
 static void mlp(struct jev_lm *lm, int32_t layer, int64_t T) {
     const struct jev_layer_weights *L = &lm->w->text.layers[layer];
     int64_t F = lm->cfg->text.intermediate;
-    const struct jev_matrix *in[] = {&L->gate, &L->up};
-    float *in_out[] = {lm->big_a, lm->big_b};
-    matmuls(lm, in, 2, lm->h, T, in_out);
+    lm->ops->matmul(lm->be, &L->gate, lm->h, T, lm->big_a);
+    lm->ops->matmul(lm->be, &L->up, lm->h, T, lm->big_b);
     lm->ops->swiglu(lm->be, lm->big_a, lm->big_b, T * F, lm->big_a);
     lm->ops->matmul(lm->be, &L->down, lm->big_a, T, lm->out);
 }

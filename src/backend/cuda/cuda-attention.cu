@@ -274,6 +274,7 @@ static void attention_group(struct jev_backend *be, const struct jev_attn_shape 
         int32_t sr = row_splits((int64_t)row_runs[r].n_past + row_runs[r].n);
         splits = sr > splits ? sr : splits;
     }
+    jev_cuda_stage_reset(be);
     const struct att_span *ds = (const struct att_span *)jev_cuda_stage(be, hs, span_bytes > 0 ? span_bytes : 1);
     const struct att_run *dr = NULL, *dt_runs = NULL;
     const struct att_tile *dt = NULL;

@@ -86,6 +86,7 @@ void jev_cuda_gdn_conv(struct jev_backend *be, const float *mixed, const float *
     int32_t max_n = 0;
     for (int32_t r = 0; r < n_runs; r++)
         max_n = runs[r].n > max_n ? runs[r].n : max_n;
+    jev_cuda_stage_reset(be);
     const struct jev_gdn_run *runs_dev =
         (const struct jev_gdn_run *)jev_cuda_stage(be, runs, (size_t)n_runs * sizeof(*runs));
     const unsigned channel_blocks = (unsigned)((conv_dim + CONV_THREADS - 1) / CONV_THREADS);
@@ -265,6 +266,7 @@ void jev_cuda_gdn_rule(struct jev_backend *be, const struct jev_gdn_shape *s, co
         else
             recurrent[n_recurrent++] = runs[r];
     }
+    jev_cuda_stage_reset(be);
     if (n_chunked > 0)
         jev_cuda_gdn_rule_chunked(be, s, u, g, beta, chunked, n_chunked, o);
     if (n_recurrent > 0) {

@@ -15,13 +15,11 @@
  *   and matmul dequantizes row chunks into the backend's scratch (dq) right
  *   before the cuBLAS product: f32 in exact mode, bf16 in fast mode.
  * - host arrays an op receives (ids, row_ids, idx, run and span descriptors)
- *   are copied to the device with jev_cuda_stage() inside the op, through a
- *   pinned host area: a copy from pageable memory may wait for the stream to
- *   drain, which made every staging op of a decode step a host-device round
- *   trip. Staged arrays are laid one after another (JEV_CUDA_STAGE_BYTES in
- *   all) and the area is used again from its start only once the stream has
- *   drained (a download, a sync, the status check after each forward; or a
- *   wait when it is full), so a queued copy never reads bytes written after it.
+ *   are copied to the device with jev_cuda_stage() inside the op: one
+ *   staging area per backend, reset at the start of each op
+ *   (jev_cuda_stage_reset), large enough for any op's arrays (JEV_CUDA_STAGE_BYTES).
+ *   The stream's order makes reuse safe: an op's copies are queued after the
+ *   previous op's kernels.
  * - math is f32 as on the CPU: no TF32, no fast-math intrinsics where the
  *   CPU reference uses the libm function (expf, tanhf, erff, sqrtf); the CPU
  *   scalar op is the reference (tests/cuda/, NMSE 1e-7 as tests/test-ops.c).
@@ -93,8 +91,7 @@ struct jev_backend {
     int32_t n_pins, cap_pins;
     int64_t unpinned;              /* products of 2+ rows that ran unpinned while pinning was on */
     char *stage;                   /* device staging area [JEV_CUDA_STAGE_BYTES] */
-    char *stage_host;              /* its pinned host side, the source of the copies (same offsets) */
-    size_t stage_used;             /* bytes handed out since the stream last drained */
+    size_t stage_used;             /* bytes handed out since the op began */
     float *work;                   /* device scratch for ops that need one (gathered rows, chunk matrices) */
     size_t work_bytes;             /* its size; grown by jev_cuda_work (synchronizing) */
     cudaError_t first_error;       /* first CUDA error seen by an op (cudaSuccess if none) */
@@ -135,9 +132,11 @@ void jev_cuda_bind(struct jev_backend *be);
 void *jev_cuda_malloc(struct jev_backend *be, size_t bytes);
 void jev_cuda_free(struct jev_backend *be, void *p);
 
-/* Copies bytes of host memory to the staging area (into its pinned host side at once, then a copy
- * queued on the stream); returns the device address, 256-byte aligned, valid for the ops queued until
- * the stream next drains. An array over JEV_CUDA_STAGE_BYTES is a sizing bug (always-on assert). */
+/* Starts an op's use of the staging area. */
+void jev_cuda_stage_reset(struct jev_backend *be);
+/* Copies bytes of host memory to the staging area (queued on the stream); returns the device
+ * address, 256-byte aligned. An op whose arrays exceed JEV_CUDA_STAGE_BYTES is a sizing bug
+ * (always-on assert). */
 void *jev_cuda_stage(struct jev_backend *be, const void *host, size_t bytes);
 /* A device scratch of at least bytes, valid until the next call (may synchronize to grow). */
 float *jev_cuda_work(struct jev_backend *be, size_t bytes);
@@ -218,8 +217,6 @@ int64_t jev_cuda_gemm_set_pin_n(struct jev_backend *be, int64_t n);
 /* cuda-matmul.cu: cuBLAS products over the stored weights: exact, sgemm (sgemv) on f32 rows; fast, a
  * bf16 tensor-core GEMM with f32 accumulation (matmul_rows, the candidates' scores, is f32 in both) */
 void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const float *x, int64_t n, float *y);
-void jev_cuda_matmul_group(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
-                           int64_t n, float *const *ys);
 void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int32_t n_rows,
                           const float *x, int64_t n, float *y);
 

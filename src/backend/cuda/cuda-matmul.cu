@@ -60,7 +60,6 @@
 #include "backend/cuda/cuda-weights-int.h" // defines: jev_cuda_wget, jev_cuda_chunk_rows
 
 #include <stdint.h>
-#include <string.h>
 
 #define GATHER_BYTES ((size_t)64 << 20)         /* matmul_rows: gathered rows per product chunk */
 #define ROWS_DIRECT_MAX_N JEV_CUDA_DIRECT_MAX_N /* tokens up to which rows are read in place */
@@ -164,134 +163,58 @@ void jev_cuda_matmul(struct jev_backend *be, const struct jev_matrix *w, const f
 /*
  * Few tokens: one warp per output row j computes y[t][j] = W[r] . x[t] for every t < n
  * (n <= ROWS_DIRECT_MAX_N), r = ids[j] (the LM head's candidate rows) or j (ids NULL: a whole
- * matrix), then a shuffle reduction. The product is bound by the stored bytes, and a decode step's
- * matrices are small (2-7 MB at 4 bits): what keeps the memory busy is how many bytes each lane has
- * in flight, so every form loads 16-byte vectors, ROWS_UNROLL of them before it uses the first.
- * VEC: an affine matrix whose rows are whole 16-byte vectors of codes and whose groups hold whole
- * vectors (4- and 8-bit with the usual groups: one scale and bias a vector), the activations 16-byte
- * aligned rows: a warp reads 512 consecutive bytes of codes a load (one u32 a lane read 128 bytes a
- * load, one round trip after another: 197 GB/s on an H100, 12.5 us a call, 2.3 of a decode token's
- * 3.3 ms of kernels). HALVES: a bf16 / f16 matrix whose rows are whole 16-byte vectors: 8 values a
- * lane a load (one value a lane ran at 147 GB/s). Otherwise lanes stride single columns through
- * jev_cuda_wget. The values are the CPU's (s * q + b, each rounded once); only the order of the dot
- * product's sums is the kernel's own, and a token's order does not depend on n (its outputs are the
- * same bits with any company of up to ROWS_DIRECT_MAX_N tokens).
+ * matrix), then a shuffle reduction. WORDS: an affine matrix whose codes fill whole u32 words and
+ * whose groups hold whole words (4- and 8-bit with the usual groups): each lane takes one word at a
+ * time, so a warp reads 128 consecutive bytes of codes and one scale and bias per word. HALVES: a
+ * bf16 / f16 matrix whose rows are whole 16-byte vectors: each lane takes 8 values a load, a warp 512
+ * bytes (one value a lane read 64 bytes a warp, a quarter of the bandwidth: decode on a bf16
+ * checkpoint ran at 147 GB/s). Otherwise lanes stride single columns through jev_cuda_wget. The values are the CPU's (s
+ * * q + b, each rounded once); only the order of the dot product's sums is the kernel's own.
  */
-enum rows_form { ROWS_ANY, ROWS_VEC, ROWS_HALVES };
-#define ROWS_UNROLL 4
+enum rows_form { ROWS_ANY, ROWS_WORDS, ROWS_HALVES };
 
-/* acc[t] += the 4 * PER values of one vector of codes (scale sc, bias bi) . x[t][c0 ...] for t < n. */
-template <int PER>
-static __device__ __forceinline__ void vec_dot(const uint4 v, float sc, float bi, const float *x, int64_t cols,
-                                               int64_t c0, int32_t n, float *acc) {
-    constexpr int bits = 32 / PER;
-    const uint32_t words[4] = {v.x, v.y, v.z, v.w}, mask = (1u << bits) - 1u;
-#pragma unroll
-    for (int wd = 0; wd < 4; wd++) {
-        float wv[PER];
-#pragma unroll
-        for (int k = 0; k < PER; k++)
-            wv[k] = JEV_CUDA_ADD_RN(JEV_CUDA_MUL_RN(sc, (float)((words[wd] >> (k * bits)) & mask)), bi);
-#pragma unroll
-        for (int t = 0; t < ROWS_DIRECT_MAX_N; t++) {
-            if (t >= n)
-                break;
-            const float4 *xv = (const float4 *)(x + t * cols + c0 + wd * PER);
-#pragma unroll
-            for (int k4 = 0; k4 < PER / 4; k4++) {
-                const float4 xs = __ldg(xv + k4);
-                acc[t] += wv[4 * k4] * xs.x;
-                acc[t] += wv[4 * k4 + 1] * xs.y;
-                acc[t] += wv[4 * k4 + 2] * xs.z;
-                acc[t] += wv[4 * k4 + 3] * xs.w;
-            }
-        }
-    }
-}
-
-/* acc[t] += the 8 halves of one vector . x[t][c0 .. c0 + 8) for t < n. */
-static __device__ __forceinline__ void halves_dot(const uint4 v, bool bf16, const float *x, int64_t cols, int64_t c0,
-                                                  int32_t n, float *acc) {
-    float wv[8];
-    jev_cuda_halves8(v, bf16, wv);
-#pragma unroll
-    for (int t = 0; t < ROWS_DIRECT_MAX_N; t++) {
-        if (t >= n)
-            break;
-#pragma unroll
-        for (int k = 0; k < 8; k++)
-            acc[t] += wv[k] * x[t * cols + c0 + k];
-    }
-}
-
-/* Up to JEV_MATMUL_GROUP_MAX matrices of one form and width, read in place by one launch: matrix i's
- * outputs are y[i][t][0 .. w[i].rows) (w[i].rows is the count of its outputs: the candidate count when
- * ids picks rows, then n_w is 1). Passed by value: a launch's parameters cost no copy. */
-struct rows_group {
-    struct jev_matrix w[JEV_MATMUL_GROUP_MAX];
-    float *y[JEV_MATMUL_GROUP_MAX];
-    int32_t n_w;
-};
-
-template <enum rows_form FORM, int PER>
-static __global__ void rows_dot_kernel(const struct rows_group grp, const int32_t *__restrict__ ids,
-                                       const float *__restrict__ x, int32_t n) {
+template <enum rows_form FORM>
+static __global__ void rows_dot_kernel(struct jev_matrix w, const int32_t *__restrict__ ids, int32_t n_rows,
+                                       const float *__restrict__ x, int32_t n, float *__restrict__ y) {
     int64_t j = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x & 31;
-    /* the warp's matrix: each member in turn, selected field by field (no indexing of the parameters,
-     * which would copy them to local memory) */
-    struct jev_matrix w = grp.w[0];
-    float *y = grp.y[0];
-#pragma unroll
-    for (int i = 1; i < JEV_MATMUL_GROUP_MAX; i++)
-        if (i < grp.n_w && j >= w.rows) {
-            j -= w.rows;
-            w = grp.w[i];
-            y = grp.y[i];
-        }
-    if (j >= w.rows)
+    if (j >= n_rows)
         return;
-    const int32_t n_rows = w.rows;
     const int64_t cols = w.cols, r = ids ? ids[j] : j;
     float acc[ROWS_DIRECT_MAX_N] = {0.0f};
-    if constexpr (FORM == ROWS_VEC) {
-        /* PER codes a u32 word, 4 * PER a vector; a vector lies inside one group */
-        const int64_t vecs = cols / (4 * PER), groups = cols / w.group;
-        const uint4 *row = (const uint4 *)w.data + r * vecs;
-        for (int64_t v0 = lane; v0 < vecs; v0 += 32 * ROWS_UNROLL) {
-            uint4 v[ROWS_UNROLL];
-            float sc[ROWS_UNROLL], bi[ROWS_UNROLL];
+    if (FORM == ROWS_WORDS) {
+        const int bits = w.bits, per = 32 / bits;
+        const uint32_t mask = (1u << bits) - 1u;
+        const int64_t words = cols / per, groups = cols / w.group;
+        const uint32_t *row = (const uint32_t *)w.data + r * words;
+        for (int64_t wi = lane; wi < words; wi += 32) {
+            const uint32_t v = row[wi];
+            const int64_t c0 = wi * per, g = r * groups + c0 / w.group;
+            const float sc = jev_cuda_wscale(w.stype, w.scales, g), bi = jev_cuda_wscale(w.stype, w.biases, g);
+            for (int k = 0; k < per; k++) {
+                const float wv = JEV_CUDA_ADD_RN(JEV_CUDA_MUL_RN(sc, (float)((v >> (k * bits)) & mask)), bi);
 #pragma unroll
-            for (int u = 0; u < ROWS_UNROLL; u++) {
-                const int64_t vi = v0 + 32 * u;
-                if (vi < vecs) {
-                    v[u] = __ldg(row + vi);
-                    const int64_t g = r * groups + vi * 4 * PER / w.group;
-                    sc[u] = jev_cuda_wscale(w.stype, w.scales, g);
-                    bi[u] = jev_cuda_wscale(w.stype, w.biases, g);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < ROWS_UNROLL; u++) {
-                const int64_t vi = v0 + 32 * u;
-                if (vi < vecs)
-                    vec_dot<PER>(v[u], sc[u], bi[u], x, cols, vi * 4 * PER, n, acc);
+                for (int t = 0; t < ROWS_DIRECT_MAX_N; t++)
+                    if (t < n)
+                        acc[t] += wv * x[t * cols + c0 + k];
             }
         }
-    } else if constexpr (FORM == ROWS_HALVES) {
+    } else if (FORM == ROWS_HALVES) {
         const bool bf16 = w.type == JEV_MTYPE_BF16;
-        const int64_t vecs = cols / 8;
         const uint4 *row = (const uint4 *)((const uint16_t *)w.data + r * cols);
-        for (int64_t v0 = lane; v0 < vecs; v0 += 32 * ROWS_UNROLL) {
-            uint4 v[ROWS_UNROLL];
+        for (int64_t vi = lane; vi < cols / 8; vi += 32) {
+            const uint4 v = row[vi];
+            const uint32_t pair[4] = {v.x, v.y, v.z, v.w};
+            const int64_t c0 = vi * 8;
 #pragma unroll
-            for (int u = 0; u < ROWS_UNROLL; u++)
-                if (v0 + 32 * u < vecs)
-                    v[u] = __ldg(row + v0 + 32 * u);
+            for (int k = 0; k < 8; k++) {
+                const uint16_t h = (uint16_t)(pair[k / 2] >> (16 * (k % 2)));
+                const float wv = bf16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
 #pragma unroll
-            for (int u = 0; u < ROWS_UNROLL; u++)
-                if (v0 + 32 * u < vecs)
-                    halves_dot(v[u], bf16, x, cols, (v0 + 32 * u) * 8, n, acc);
+                for (int t = 0; t < ROWS_DIRECT_MAX_N; t++)
+                    if (t < n)
+                        acc[t] += wv * x[t * cols + c0 + k];
+            }
         }
     } else {
         for (int64_t c = lane; c < cols; c += 32) {
@@ -312,15 +235,13 @@ static __global__ void rows_dot_kernel(const struct rows_group grp, const int32_
     }
 }
 
-/* Codes a u32 word holds when an affine matrix takes rows_dot_kernel's VEC form (4 or 8; 0: it does not):
- * rows of whole 16-byte vectors (from a 16-byte aligned start), groups of whole vectors, and x rows the
- * kernel may read 16 bytes at a time. */
-static int vec_per(const struct jev_matrix *w, const float *x) {
-    if (w->type != JEV_MTYPE_QAFFINE || (w->bits != 4 && w->bits != 8))
-        return 0;
+/* Whether an affine matrix's codes fill whole words and its groups hold whole words (rows_dot_kernel's
+ * WORDS form). */
+static bool words_form(const struct jev_matrix *w) {
+    if (w->type != JEV_MTYPE_QAFFINE || w->bits <= 0 || 32 % w->bits != 0)
+        return false;
     const int per = 32 / w->bits;
-    const bool whole = w->cols % (4 * per) == 0 && w->group % (4 * per) == 0 && (uintptr_t)w->data % 16 == 0;
-    return whole && (uintptr_t)x % 16 == 0 ? per : 0;
+    return w->group % per == 0 && w->cols % per == 0;
 }
 
 /* Whether a bf16 / f16 matrix's rows are whole 16-byte vectors from an aligned start (HALVES form). */
@@ -328,65 +249,19 @@ static bool halves_form(const struct jev_matrix *w) {
     return (w->type == JEV_MTYPE_BF16 || w->type == JEV_MTYPE_F16) && w->cols % 8 == 0 && (uintptr_t)w->data % 16 == 0;
 }
 
-/* The kernel for a group (every member takes the first's form: rows_group_fits) at n <= ROWS_DIRECT_MAX_N. */
-static void rows_dot_launch(struct jev_backend *be, const struct rows_group *g, const int32_t *ids, const float *x,
-                            int64_t n, const char *where) {
-    int64_t rows = 0;
-    for (int32_t i = 0; i < g->n_w; i++)
-        rows += g->w[i].rows;
-    unsigned blocks = (unsigned)((rows * 32 + 255) / 256);
-    const struct jev_matrix *w = &g->w[0];
-    const int per = vec_per(w, x);
-    if (per == 8)
-        rows_dot_kernel<ROWS_VEC, 8><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
-    else if (per == 4)
-        rows_dot_kernel<ROWS_VEC, 4><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
-    else if (halves_form(w))
-        rows_dot_kernel<ROWS_HALVES, 1><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
-    else
-        rows_dot_kernel<ROWS_ANY, 1><<<blocks, 256, 0, be->stream>>>(*g, ids, x, (int32_t)n);
-    jev_cuda_check(be, cudaGetLastError(), where);
-}
-
 /* y[t][j] for t < n <= ROWS_DIRECT_MAX_N, j < n_rows: rows ids[j] of w (ids device memory, or NULL for
  * rows 0 .. n_rows - 1) dotted with x[t], in place. */
 static void rows_dot(struct jev_backend *be, const struct jev_matrix *w, const int32_t *ids, int32_t n_rows,
                      const float *x, int64_t n, float *y, const char *where) {
-    struct rows_group g;
-    memset(&g, 0, sizeof g);
-    g.w[0] = *w;
-    g.w[0].rows = n_rows;
-    g.y[0] = y;
-    g.n_w = 1;
-    rows_dot_launch(be, &g, ids, x, n, where);
-}
-
-/* Whether matrices a and b take one launch: the same type, width and encoding, and the same form. */
-static bool rows_group_fits(const struct jev_matrix *a, const struct jev_matrix *b, const float *x) {
-    if (a->type != b->type || a->cols != b->cols || vec_per(a, x) != vec_per(b, x) || halves_form(a) != halves_form(b))
-        return false;
-    return a->type != JEV_MTYPE_QAFFINE || (a->bits == b->bits && a->group == b->group && a->stype == b->stype);
-}
-
-void jev_cuda_matmul_group(struct jev_backend *be, const struct jev_matrix *const *ws, int32_t n_w, const float *x,
-                           int64_t n, float *const *ys) {
-    jev_cuda_bind(be);
-    bool one = n > 0 && n <= ROWS_DIRECT_MAX_N && n_w >= 1 && n_w <= JEV_MATMUL_GROUP_MAX;
-    for (int32_t i = 0; one && i < n_w; i++)
-        one = ws[i]->type != JEV_MTYPE_F32 && ws[i]->rows > 0 && rows_group_fits(ws[0], ws[i], x);
-    if (!one) { /* many tokens (cuBLAS products, one a matrix), or members of other forms */
-        for (int32_t i = 0; i < n_w; i++)
-            jev_cuda_matmul(be, ws[i], x, n, ys[i]);
-        return;
-    }
-    struct rows_group g;
-    memset(&g, 0, sizeof g);
-    for (int32_t i = 0; i < n_w; i++) {
-        g.w[i] = *ws[i];
-        g.y[i] = ys[i];
-    }
-    g.n_w = n_w;
-    rows_dot_launch(be, &g, NULL, x, n, "matmul_group (few tokens, in place)");
+    int64_t threads = (int64_t)n_rows * 32;
+    unsigned blocks = (unsigned)((threads + 255) / 256);
+    if (words_form(w))
+        rows_dot_kernel<ROWS_WORDS><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
+    else if (halves_form(w))
+        rows_dot_kernel<ROWS_HALVES><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
+    else
+        rows_dot_kernel<ROWS_ANY><<<blocks, 256, 0, be->stream>>>(*w, ids, n_rows, x, (int32_t)n, y);
+    jev_cuda_check(be, cudaGetLastError(), where);
 }
 
 /* dst[q][:] = w[ids[q]][:] dequantized to f32, for q < nr: one block per gathered row. */
@@ -404,6 +279,7 @@ void jev_cuda_matmul_rows(struct jev_backend *be, const struct jev_matrix *w, co
     if (n <= 0 || n_rows <= 0)
         return;
     int64_t cols = w->cols;
+    jev_cuda_stage_reset(be);
     const int32_t *ids = (const int32_t *)jev_cuda_stage(be, row_ids, (size_t)n_rows * sizeof(int32_t));
     if (n <= ROWS_DIRECT_MAX_N) {
         rows_dot(be, w, ids, n_rows, x, n, y, "matmul_rows (direct)");

@@ -359,6 +359,7 @@ void jev_cuda_embed(struct jev_backend *be, const struct jev_matrix *w, const in
     int64_t count = n * (int64_t)w->cols;
     if (count <= 0)
         return;
+    jev_cuda_stage_reset(be);
     const int32_t *ids_dev = (const int32_t *)jev_cuda_stage(be, ids, (size_t)n * sizeof(int32_t));
     embed_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>(*w, ids_dev, count, out);
     jev_cuda_check(be, cudaGetLastError(), "embed");
@@ -417,6 +418,7 @@ void jev_cuda_vision_pos_add(struct jev_backend *be, const struct jev_matrix *ta
     int64_t count = n * (int64_t)table->cols;
     if (count <= 0)
         return;
+    jev_cuda_stage_reset(be);
     const int32_t *idx_dev = (const int32_t *)jev_cuda_stage(be, idx, (size_t)n * 4 * sizeof(int32_t));
     const float *w_dev = (const float *)jev_cuda_stage(be, w, (size_t)n * 4 * sizeof(float));
     vision_pos_add_kernel<<<pw_blocks(be, count), PW_THREADS, 0, be->stream>>>(*table, idx_dev, w_dev, count, x);

@@ -80,18 +80,6 @@ JEV_HOST_DEVICE static inline float jev_cuda_wscale(int stype, const void *p, in
     return 0.0f;
 }
 
-#ifdef __CUDACC__
-/* The 8 bf16 (or f16) values of one 16-byte load, widened as base/half.h widens (bit operations). */
-static __device__ __forceinline__ void jev_cuda_halves8(const uint4 u, bool bf16, float v[8]) {
-    const uint32_t words[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int k = 0; k < 8; k++) {
-        const uint16_t h = (uint16_t)(words[k / 2] >> (16 * (k % 2)));
-        v[k] = bf16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
-    }
-}
-#endif
-
 /* W[r][c] of matrix w (on the device its pointers are device pointers), as f32. */
 JEV_HOST_DEVICE static inline float jev_cuda_wget(const struct jev_matrix *w, int64_t r, int64_t c) {
     switch (w->type) {

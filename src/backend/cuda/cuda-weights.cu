@@ -144,8 +144,14 @@ template <int FORM, bool SRC_BF16>
 static __global__ void dequant_halves_kernel(const uint16_t *__restrict__ data, int64_t n8, int64_t cols, void *out) {
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += stride) {
+        const uint4 u = ((const uint4 *)data)[i];
+        const uint32_t words[4] = {u.x, u.y, u.z, u.w};
         float v[8];
-        jev_cuda_halves8(((const uint4 *)data)[i], SRC_BF16, v);
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            const uint16_t h = (uint16_t)(words[k / 2] >> (16 * (k % 2)));
+            v[k] = SRC_BF16 ? jev_bf16_to_f32(h) : jev_f16_to_f32(h);
+        }
         /* the row and column matter to the split forms' pieces only: the plain forms store at i * 8 */
         const int64_t r = FORM == DQ_F32 || FORM == DQ_BF16 ? 0 : i * 8 / cols;
         store_values<FORM, 8>(out, r, i * 8 - r * cols, cols, v);

@@ -75,12 +75,10 @@ enum jev_status jev_cuda_backend_new(int device, struct jev_backend **out, struc
         jev_cuda_backend_free(be);
         return gs;
     }
-    if (!(be->stage = jev_cuda_malloc(be, JEV_CUDA_STAGE_BYTES)) ||
-        cudaHostAlloc((void **)&be->stage_host, JEV_CUDA_STAGE_BYTES, cudaHostAllocDefault) != cudaSuccess) {
+    if (!(be->stage = jev_cuda_malloc(be, JEV_CUDA_STAGE_BYTES))) {
         jev_cuda_backend_free(be);
-        return jev_fail(err, JEV_ERR_NOMEM,
-                        "cuda: device %d: cannot allocate %zu staging bytes (on the device and pinned on the host)",
-                        device, (size_t)JEV_CUDA_STAGE_BYTES);
+        return jev_fail(err, JEV_ERR_NOMEM, "cuda: device %d: cannot allocate %zu staging bytes", device,
+                        (size_t)JEV_CUDA_STAGE_BYTES);
     }
     *out = be;
     return JEV_OK;
@@ -93,8 +91,6 @@ void jev_cuda_backend_free(struct jev_backend *be) {
     if (be->stream)
         cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, be->stage);
-    if (be->stage_host)
-        cudaFreeHost(be->stage_host);
     jev_cuda_free(be, be->work);
     jev_cuda_free(be, be->dq);
     jev_cuda_free(be, be->xh);
@@ -203,31 +199,22 @@ void jev_cuda_allow_shared(struct jev_backend *be, size_t *allowed, const void *
     *allowed = bytes;
 }
 
-/* The stream is idle: every staged copy has run, so the whole staging area is free again. */
-static void drained(struct jev_backend *be) { be->stage_used = 0; }
+void jev_cuda_stage_reset(struct jev_backend *be) { be->stage_used = 0; }
 
 void *jev_cuda_stage(struct jev_backend *be, const void *host, size_t bytes) {
-    JEV_ASSERT(bytes <= JEV_CUDA_STAGE_BYTES);
     size_t at = (be->stage_used + 255) & ~(size_t)255;
-    if (at + bytes > JEV_CUDA_STAGE_BYTES) { /* full: wait for the queued copies that read it */
-        cudaStreamSynchronize(be->stream);
-        at = 0;
-    }
+    JEV_ASSERT(at + bytes <= JEV_CUDA_STAGE_BYTES);
+    char *dst = be->stage + at;
     be->stage_used = at + bytes;
-    if (bytes > 0) {
-        memcpy(be->stage_host + at, host, bytes);
-        jev_cuda_check(be,
-                       cudaMemcpyAsync(be->stage + at, be->stage_host + at, bytes, cudaMemcpyHostToDevice, be->stream),
-                       "stage");
-    }
-    return be->stage + at;
+    if (bytes > 0)
+        jev_cuda_check(be, cudaMemcpyAsync(dst, host, bytes, cudaMemcpyHostToDevice, be->stream), "stage");
+    return dst;
 }
 
 float *jev_cuda_work(struct jev_backend *be, size_t bytes) {
     if (bytes <= be->work_bytes)
         return be->work;
-    /* growing: queued ops may still read the old block. The staging area is not reset here: the op
-     * that asks may have staged arrays whose kernels are not queued yet */
+    /* growing: queued ops may still read the old block */
     cudaStreamSynchronize(be->stream);
     jev_cuda_free(be, be->work);
     be->work = NULL;
@@ -262,7 +249,6 @@ static void cuda_free(struct jev_backend *be, void *p) {
         return;
     jev_cuda_bind(be);
     cudaStreamSynchronize(be->stream);
-    drained(be);
     jev_cuda_free(be, p);
 }
 
@@ -277,7 +263,6 @@ static void cuda_download(struct jev_backend *be, void *dst, const void *src, si
     if (bytes > 0)
         jev_cuda_check(be, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, be->stream), "download");
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "download");
-    drained(be);
 }
 
 static void cuda_zero(struct jev_backend *be, void *dst, size_t bytes) {
@@ -289,7 +274,6 @@ static void cuda_zero(struct jev_backend *be, void *dst, size_t bytes) {
 static void cuda_sync(struct jev_backend *be) {
     jev_cuda_bind(be);
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "sync");
-    drained(be);
 }
 
 /* Waits for the queued ops first: a fault inside a kernel shows only at a synchronization, and a
@@ -301,7 +285,6 @@ static void cuda_sync(struct jev_backend *be) {
 static enum jev_status cuda_status(struct jev_backend *be, struct jev_error *err) {
     jev_cuda_bind(be);
     jev_cuda_check(be, cudaStreamSynchronize(be->stream), "a queued op (JEV_CUDA_SYNC=1 names it)");
-    drained(be);
     if (be->first_error == cudaSuccess)
         return JEV_OK;
     if (!be->lost) {
@@ -357,7 +340,6 @@ const struct jev_ops jev_cuda_ops = {
     .set_precision = cuda_set_precision,
     .set_batch_invariant = jev_cuda_gemm_batch_invariant,
     .matmul = jev_cuda_matmul,
-    .matmul_group = jev_cuda_matmul_group,
     .matmul_rows = jev_cuda_matmul_rows,
     .embed = jev_cuda_embed,
     .rmsnorm = jev_cuda_rmsnorm,
