@@ -11,8 +11,8 @@
  * with AVX2 FMA, and a vectorised exp (Cephes polynomial, within 2 ulp of
  * expf); on a CPU without AVX2 the same blocking runs scalar kernels. From
  * 256 rows on, the two products are single-threaded OpenBLAS sgemm calls per
- * task instead (64 queries against key chunks of up to 2048), straight from
- * the qkv rows. Every form fits the per-thread scratch for any number of
+ * task instead (128 queries against key chunks of up to 1968, what the
+ * scratch holds), straight from the qkv rows. Every form fits the per-thread scratch for any number of
  * patches and never allocates.
  * tests/test-vision.c checks both kernel sets against the reference (NMSE).
  *
@@ -366,7 +366,10 @@ static void att_task(void *arg, int64_t task, int thread) {
 /* The BLAS form of a task, for long sequences: ATT_BQ_BLAS queries against key chunks of up to `bk`, both
  * products as single-threaded sgemm straight from the qkv rows (lda = ldb = 3*dim), the online softmax
  * between them. Scratch: S [BQ][bk] | O [BQ][hd] | m [BQ] | l [BQ]. */
-#define ATT_BQ_BLAS 64
+/* 128, not 64: each task packs its head's keys and values for sgemm, so twice the queries a task halve
+ * that work: one layer at 1824 patches 88-89 -> 77-79 ms on 2 cores, the same output bits (one key
+ * chunk either way; bench/vision-attention-bench.c, bench/results/2026-12-08-dev-2core-vision-attention/) */
+#define ATT_BQ_BLAS 128
 #define ATT_BLAS_MIN_N 256 /* below this the register-tile kernels win */
 
 static void att_task_blas(void *arg, int64_t task, int thread) {
