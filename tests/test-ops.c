@@ -538,18 +538,20 @@ static void check_company(struct jev_backend *be, const struct jev_matrix *m, co
 static void test_gemm_kernel(void **state) {
     (void)state;
     struct jev_error err = {0};
+    bool have = false;
+#if JEV_CPU_X86
+    have = __builtin_cpu_supports("avx512f");
+#endif
     enum jev_cpu_gemm k = JEV_CPU_GEMM_AVX512;
-    assert_int_equal(jev_cpu_gemm_choose(NULL, &k, &err), JEV_OK);
-    assert_int_equal(k, JEV_CPU_GEMM_OPENBLAS);
+    assert_int_equal(jev_cpu_gemm_choose(NULL, &k, &err), JEV_OK); /* the default: auto where it runs */
+    assert_int_equal(k, have ? JEV_CPU_GEMM_AUTO : JEV_CPU_GEMM_OPENBLAS);
+    assert_int_equal(jev_cpu_gemm_choose("auto", &k, &err), JEV_OK);
+    assert_int_equal(k, have ? JEV_CPU_GEMM_AUTO : JEV_CPU_GEMM_OPENBLAS);
     assert_int_equal(jev_cpu_gemm_choose("openblas", &k, &err), JEV_OK);
     assert_int_equal(k, JEV_CPU_GEMM_OPENBLAS);
     assert_int_equal(jev_cpu_gemm_choose("blis", &k, &err), JEV_ERR_INVALID_ARG);
     assert_non_null(strstr(err.msg, "JEV_CPU_GEMM=\"blis\""));
     jev_error_clear(&err);
-    bool have = false;
-#if JEV_CPU_X86
-    have = __builtin_cpu_supports("avx512f");
-#endif
     enum jev_status st = jev_cpu_gemm_choose("avx512", &k, &err);
     if (!have) {
         assert_int_equal(st, JEV_ERR_UNSUPPORTED);
@@ -591,6 +593,33 @@ static void test_gemm_kernel(void **state) {
         }
         check_company(g_be, &a.m, NULL, 0, 77, runs, 5, mc->name);
         check_company(g_be, &a.m, ids, 5, 77, row_runs, 5, mc->name);
+        mat_free(&a);
+    }
+    /* auto: the kernel for quantized matrices of up to 1024 columns, OpenBLAS for wider ones and the
+     * dense types, by the matrix alone; each still company-free */
+    g_be->gemm = JEV_CPU_GEMM_AUTO;
+    static const struct {
+        enum jev_mtype type;
+        int32_t cols, bits;
+        bool kernel;
+    } autos[] = {{JEV_MTYPE_QAFFINE, 1024, 4, true},
+                 {JEV_MTYPE_QAFFINE, 256, 8, true},
+                 {JEV_MTYPE_QAFFINE, 2048, 4, false},
+                 {JEV_MTYPE_BF16, 768, 0, false}};
+    for (size_t c = 0; c < sizeof autos / sizeof autos[0]; c++) {
+        struct mat a = mat_make(autos[c].type, 48, autos[c].cols, autos[c].bits, autos[c].bits ? 64 : 0,
+                                autos[c].bits ? JEV_STYPE_BF16 : JEV_STYPE_F32, 90 + (int64_t)c);
+        const int64_t n = 20;
+        float *x = malloc((size_t)(n * autos[c].cols) * sizeof(float)), *y = malloc((size_t)(n * 48) * sizeof(float));
+        assert_non_null(x);
+        assert_non_null(y);
+        fill(x, n * autos[c].cols, 90 + (int64_t)c, 1.0f);
+        if (jev_cpu_gemm512(g_be, &a.m, NULL, 48, x, n, y) != autos[c].kernel)
+            fail_msg("auto: matrix %zu (%d columns) %s the kernel", c, (int)autos[c].cols,
+                     autos[c].kernel ? "did not run" : "ran");
+        check_company(g_be, &a.m, NULL, 0, 77, runs, 5, "auto");
+        free(x);
+        free(y);
         mat_free(&a);
     }
     g_be->gemm = saved;

@@ -1,8 +1,9 @@
 /*
  * cpu-gemm-avx512.c - a blocked AVX-512 kernel of this project for exact mode's products of 3 tokens
  * and more (prefill, suffix scoring, the vision tower): y[t][r] = x[t] . W[r]^T in f32, the weights
- * dequantized straight into the kernel's panels. Opt-in (JEV_CPU_GEMM=avx512); the default stays
- * cpu-matmul.c's OpenBLAS path, which measured faster on the large shapes (below).
+ * dequantized straight into the kernel's panels. JEV_CPU_GEMM=avx512 runs it for every matrix it reads;
+ * the default (auto) for the quantized matrices of up to 1,024 columns, where it measured ahead of
+ * cpu-matmul.c's OpenBLAS path on both machines (AUTO_MAX_COLS below), OpenBLAS for the rest.
  *
  * Why try it: around OpenBLAS's sgemm kernel the backend's call costs more work: each thread writes
  * its dequantized weights to a 16 MiB buffer (all of them, once per call: ~1.5 GB of f32 per
@@ -57,13 +58,18 @@ static bool has_avx512(void) {
 }
 
 enum jev_status jev_cpu_gemm_choose(const char *knob, enum jev_cpu_gemm *out, struct jev_error *err) {
-    *out = JEV_CPU_GEMM_OPENBLAS; /* the default: faster on the large shapes (the top of the file) */
-    if (!knob || !*knob || !strcmp(knob, "openblas"))
+    *out = JEV_CPU_GEMM_OPENBLAS;
+    if (!knob || !*knob || !strcmp(knob, "auto")) { /* the default: each kernel where it measured ahead */
+        if (has_avx512())
+            *out = JEV_CPU_GEMM_AUTO;
+        return JEV_OK;
+    }
+    if (!strcmp(knob, "openblas"))
         return JEV_OK;
     if (strcmp(knob, "avx512") != 0)
-        return jev_fail(err, JEV_ERR_INVALID_ARG,
-                        "cpu backend: JEV_CPU_GEMM=\"%.40s\" is not a product kernel: expected openblas or avx512",
-                        knob);
+        return jev_fail(
+            err, JEV_ERR_INVALID_ARG,
+            "cpu backend: JEV_CPU_GEMM=\"%.40s\" is not a product kernel: expected auto, openblas or avx512", knob);
     if (!has_avx512())
         return jev_fail(err, JEV_ERR_UNSUPPORTED,
                         "cpu backend: JEV_CPU_GEMM=avx512 needs AVX-512 F (CPU flag avx512f), which this CPU does not "
@@ -307,9 +313,19 @@ JEV_AVX512 static void gemm_task(void *arg, int64_t task, int thread) {
     }
 }
 
+/* AUTO's share: quantized matrices of at most AUTO_MAX_COLS columns, the language model's products of the
+ * hidden size (its DeltaNet and attention inputs, the MLP's gate and up, the head's candidate rows).
+ * Measured against OpenBLAS (bench/gemm-bench.c): ahead or level on those on both machines (2 cores: 0.75-1.07 x
+ * at 64-512 tokens; 16 cores: 0.50-0.97 x), behind on the inner dimensions of 2,048-3,584 (16 cores:
+ * 1.03-1.08 x at 512 tokens) and mixed on the vision tower's bf16 products (2 cores: up to 1.22 x).
+ * By the matrix alone, never the token count: a token's bits stay the same in any company. */
+#define AUTO_MAX_COLS 1024
+
+static bool auto_takes(const struct jev_matrix *w) { return w->type == JEV_MTYPE_QAFFINE && w->cols <= AUTO_MAX_COLS; }
+
 bool jev_cpu_gemm512(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int64_t n_out,
                      const float *x, int64_t n, float *y) {
-    if (be->gemm != JEV_CPU_GEMM_AVX512 || !supported(w))
+    if (be->gemm == JEV_CPU_GEMM_OPENBLAS || (be->gemm == JEV_CPU_GEMM_AUTO && !auto_takes(w)) || !supported(w))
         return false;
     _Static_assert(JEV_CPU_SCRATCH_FLOATS >= KC * NR + 16, "a panel fits a thread's scratch");
     int64_t cols = w->cols, kblocks = (cols + KC - 1) / KC;

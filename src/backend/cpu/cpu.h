@@ -24,7 +24,10 @@ enum jev_cpu_bf16 { JEV_CPU_BF16_NONE = 0, JEV_CPU_BF16_AVX512 = 1, JEV_CPU_BF16
 
 /* Exact mode's products of 3+ tokens: OpenBLAS sgemm (cpu-matmul.c, the default) or this project's AVX-512
  * kernel (cpu-gemm-avx512.c, opt-in). */
-enum jev_cpu_gemm { JEV_CPU_GEMM_OPENBLAS = 0, JEV_CPU_GEMM_AVX512 = 1 };
+/* OPENBLAS: every product through cpu-matmul.c's sgemm path; AVX512: every one the kernel reads through
+ * cpu-gemm-avx512.c; AUTO (the default where the CPU has AVX-512 F): the kernel for the matrices where it
+ * measured ahead, by shape alone (jev_cpu_gemm512 says which), OpenBLAS for the others. */
+enum jev_cpu_gemm { JEV_CPU_GEMM_OPENBLAS = 0, JEV_CPU_GEMM_AVX512 = 1, JEV_CPU_GEMM_AUTO = 2 };
 
 struct jev_backend {
     struct jev_pool *pool;  /* workers for parallel loops (not owned); NULL = caller only */
@@ -114,13 +117,13 @@ void jev_cpu_embed_fast(struct jev_backend *be, const struct jev_matrix *w, cons
 
 /* cpu-gemm-avx512.c: exact mode's products of 3+ tokens on AVX-512 CPUs. jev_cpu_gemm512 computes
  * y[t][o] = x[t] . W[row(o)]^T for o < n_out (row(o) = row_ids[o], or o when NULL) and returns true, or
- * returns false without touching y when the backend's choice is OpenBLAS or the matrix is a type it
- * does not read (then cpu-matmul.c's sgemm path runs). */
+ * returns false without touching y when the backend's choice leaves the matrix to OpenBLAS or it is a
+ * type the kernel does not read (then cpu-matmul.c's sgemm path runs). */
 bool jev_cpu_gemm512(struct jev_backend *be, const struct jev_matrix *w, const int32_t *row_ids, int64_t n_out,
                      const float *x, int64_t n, float *y);
-/* The kernel from knob (the JEV_CPU_GEMM variable): NULL, empty or openblas = OPENBLAS (the default);
- * avx512 = AVX512 (JEV_ERR_UNSUPPORTED where the CPU lacks AVX-512 F). Another value is
- * JEV_ERR_INVALID_ARG naming it. */
+/* The kernel from knob (the JEV_CPU_GEMM variable): NULL, empty or auto = AUTO where the CPU has AVX-512 F,
+ * else OPENBLAS (the default); openblas = OPENBLAS; avx512 = AVX512 (JEV_ERR_UNSUPPORTED where the CPU
+ * lacks AVX-512 F). Another value is JEV_ERR_INVALID_ARG naming it. */
 enum jev_status jev_cpu_gemm_choose(const char *knob, enum jev_cpu_gemm *out, struct jev_error *err);
 
 /* cpu-matmul-bf16.c: fast mode (AVX512-BF16 dot products, AMX-BF16 tiles). The table's matmul is
