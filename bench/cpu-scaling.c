@@ -18,9 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/pool.h"   // defines: jev_pool_init, jev_pool_run
-#include "base/timing.h" // defines: jev_now_ms
+#include "base/pool.h"          // defines: jev_pool_init, jev_pool_run
+#include "base/timing.h"        // defines: jev_now_ms
 #include "common/bench/peak.h"  // defines: jev_peak_f32
+#include "common/bench/stats.h" // defines: jev_bench_median
 
 struct share_job {
     const float *x, *w;
@@ -40,16 +41,6 @@ static void nop_task(void *arg, int64_t i, int thread) {
     (void)arg;
     (void)i;
     (void)thread;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return v[n / 2];
 }
 
 int main(int argc, char **argv) {
@@ -105,7 +96,7 @@ int main(int argc, char **argv) {
             jev_pool_run(pool, (rows + j.share - 1) / j.share, share_task, &j);
             t[r] = jev_now_ms() - t0;
         }
-        double pool_gf = flops / (median(t, repeats) * 1e6);
+        double pool_gf = flops / (jev_bench_median(t, repeats) * 1e6);
         openblas_set_num_threads(threads);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, x, cols, w, cols, 0.0f, y, rows);
         for (int r = 0; r < repeats; r++) {
@@ -113,14 +104,14 @@ int main(int argc, char **argv) {
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, rows, cols, 1.0f, x, cols, w, cols, 0.0f, y, rows);
             t[r] = jev_now_ms() - t0;
         }
-        double blas_gf = flops / (median(t, repeats) * 1e6);
+        double blas_gf = flops / (jev_bench_median(t, repeats) * 1e6);
         openblas_set_num_threads(1);
         for (int r = 0; r < 100; r++) {
             double t0 = jev_now_ms();
             jev_pool_run(pool, threads, nop_task, NULL);
             t[r] = (jev_now_ms() - t0) * 1e3;
         }
-        printf("%7d %12.1f %16.1f %14.1f %14.1f\n", threads, peak.gflops, pool_gf, blas_gf, median(t, 100));
+        printf("%7d %12.1f %16.1f %14.1f %14.1f\n", threads, peak.gflops, pool_gf, blas_gf, jev_bench_median(t, 100));
         fflush(stdout);
         jev_pool_free(pool);
         isa = peak.isa;

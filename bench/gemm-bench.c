@@ -18,12 +18,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cpu/cpu.h"   // defines: jev_cpu_backend_new, jev_cpu_matmul_fast, enum jev_cpu_gemm
-#include "backend/matrix.h"    // defines: struct jev_matrix
-#include "base/half.h"         // defines: jev_f32_to_bf16
-#include "base/pool.h"         // defines: jev_pool_init
-#include "base/timing.h"       // defines: jev_now_ms
-#include "common/bench/peak.h" // defines: jev_peak_f32
+#include "backend/cpu/cpu.h"    // defines: jev_cpu_backend_new, jev_cpu_matmul_fast, enum jev_cpu_gemm
+#include "backend/matrix.h"     // defines: struct jev_matrix
+#include "base/half.h"          // defines: jev_f32_to_bf16
+#include "base/pool.h"          // defines: jev_pool_init
+#include "base/timing.h"        // defines: jev_now_ms
+#include "common/bench/peak.h"  // defines: jev_peak_f32
+#include "common/bench/stats.h" // defines: jev_bench_lcg, jev_bench_median
 
 struct shape {
     const char *name;
@@ -44,16 +45,6 @@ static const struct shape shapes[] = {
     {"vision mlp fc2", 768, 3072, 1824, 1},
 };
 
-static uint32_t lcg(uint64_t *s) {
-    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
-    return (uint32_t)(*s >> 33);
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* A matrix of the shape's type with pseudo-random values (owned buffers in *bufs). */
 static int make(const struct shape *s, struct jev_matrix *m, void *bufs[3]) {
     uint64_t seed = (uint64_t)s->rows * 31u + (uint64_t)s->cols;
@@ -67,7 +58,7 @@ static int make(const struct shape *s, struct jev_matrix *m, void *bufs[3]) {
         if (!d)
             return -1;
         for (size_t i = 0; i < n; i++)
-            d[i] = jev_f32_to_bf16((float)(lcg(&seed) % 2001) / 1000.0f - 1.0f);
+            d[i] = jev_f32_to_bf16((float)(jev_bench_lcg(&seed) % 2001) / 1000.0f - 1.0f);
         m->type = JEV_MTYPE_BF16;
         m->data = bufs[0] = d;
         return 0;
@@ -79,10 +70,10 @@ static int make(const struct shape *s, struct jev_matrix *m, void *bufs[3]) {
     if (!d || !sc || !bi)
         return -1;
     for (size_t i = 0; i < n / 8; i++)
-        d[i] = lcg(&seed) ^ (lcg(&seed) << 16);
+        d[i] = jev_bench_lcg(&seed) ^ (jev_bench_lcg(&seed) << 16);
     for (size_t g = 0; g < groups; g++) {
-        sc[g] = jev_f32_to_bf16(0.01f + (float)(lcg(&seed) % 100) / 10000.0f);
-        bi[g] = jev_f32_to_bf16(-0.08f + (float)(lcg(&seed) % 100) / 10000.0f);
+        sc[g] = jev_f32_to_bf16(0.01f + (float)(jev_bench_lcg(&seed) % 100) / 10000.0f);
+        bi[g] = jev_f32_to_bf16(-0.08f + (float)(jev_bench_lcg(&seed) % 100) / 10000.0f);
     }
     m->type = JEV_MTYPE_QAFFINE;
     m->bits = 4;
@@ -142,7 +133,7 @@ int main(int argc, char **argv) {
         }
         uint64_t seed = 7;
         for (size_t i = 0; i < (size_t)n * (size_t)sh->cols; i++)
-            x[i] = (float)(lcg(&seed) % 2001) / 1000.0f - 1.0f;
+            x[i] = (float)(jev_bench_lcg(&seed) % 2001) / 1000.0f - 1.0f;
         double flops = 2.0 * (double)n * sh->rows * sh->cols, ms[2] = {0, 0};
         for (int k = 0; k < kernels; k++) {
             be->gemm = k == 0 ? JEV_CPU_GEMM_OPENBLAS : JEV_CPU_GEMM_AVX512;
@@ -153,8 +144,7 @@ int main(int argc, char **argv) {
                 jev_cpu_matmul_fast(be, &m, x, n, y[k]);
                 t[r] = jev_now_ms() - t0;
             }
-            qsort(t, (size_t)repeats, sizeof *t, cmp_double);
-            ms[k] = t[repeats / 2];
+            ms[k] = jev_bench_median(t, repeats);
         }
         double big = 0, d = 0;
         for (int64_t i = 0; kernels == 2 && i < n * sh->rows; i++) {

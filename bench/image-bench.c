@@ -25,19 +25,15 @@
 #include "base/pool.h"               // defines: jev_pool_init
 #include "base/read-file.h"          // defines: jev_read_file
 #include "base/timing.h"             // defines: jev_now_ms
+#include "common/bench/stats.h"      // defines: jev_bench_median
 #include "io/image.h"                // defines: jev_image_decode
 #include "model/vision-preprocess.h" // defines: jev_vision_preprocess
 
 #define MAX_REPEATS 200
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static void report(const char *what, double *ms, int n) {
-    qsort(ms, (size_t)n, sizeof *ms, cmp_double);
-    printf("%-28s median %7.2f ms  min %7.2f  max %7.2f  (%d samples)\n", what, ms[n / 2], ms[0], ms[n - 1], n);
+    const double med = jev_bench_median(ms, n);
+    printf("%-28s median %7.2f ms  min %7.2f  max %7.2f  (%d samples)\n", what, med, ms[0], ms[n - 1], n);
 }
 
 /* A decode at the smallest of libjpeg's DCT scales (tjGetScalingFactors) whose output still covers the

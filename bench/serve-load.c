@@ -52,8 +52,9 @@
 #include <turbojpeg.h>
 #include <unistd.h>
 
-#include "base/timing.h"      // defines: jev_now_ms
-#include "common/json-diff.h" // defines: jev_json_diff_walk
+#include "base/timing.h"        // defines: jev_now_ms
+#include "common/bench/stats.h" // defines: jev_bench_cmp_double
+#include "common/json-diff.h"   // defines: jev_json_diff_walk
 
 #define MAX_STEPS 16
 #define MAX_CLIENTS 256
@@ -268,11 +269,6 @@ static void *sample_rss(void *u) {
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* The p-th percentile (0..100) of sorted v[n], nearest rank. */
 static double pct(const double *v, size_t n, double p) {
     if (n == 0)
@@ -468,7 +464,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < st.n; i++)
             if (st.s[i].ok)
                 lat[n_ok++] = st.s[i].ms;
-        qsort(lat, n_ok, sizeof *lat, cmp_double);
+        qsort(lat, n_ok, sizeof *lat, jev_bench_cmp_double);
         double window = o.duration, rps = (double)n_ok / window;
         long errors = atomic_load(&st.errors);
         printf("%5d %9zu %8.2f %9.1f %9.1f %9.1f %9.1f %7ld %10.1f\n", c, n_ok, rps, pct(lat, n_ok, 50),

@@ -15,19 +15,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/ops.h"       // defines: jev_cpu_ops, jev_cpu_backend_new
-#include "base/pool.h"         // defines: jev_pool_init
-#include "base/sha256.h"       // defines: jev_sha256_hex
-#include "base/timing.h"       // defines: jev_now_ms
-#include "common/bench/peak.h" // defines: jev_peak_f32
+#include "backend/ops.h"        // defines: jev_cpu_ops, jev_cpu_backend_new
+#include "base/pool.h"          // defines: jev_pool_init
+#include "base/sha256.h"        // defines: jev_sha256_hex
+#include "base/timing.h"        // defines: jev_now_ms
+#include "common/bench/peak.h"  // defines: jev_peak_f32
+#include "common/bench/stats.h" // defines: jev_bench_lcg, jev_bench_median
 
 #define HEADS 12
 #define HEAD_DIM 64
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 int main(int argc, char **argv) {
     int threads = 0, repeats = 7, patches = 1824;
@@ -62,11 +58,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "vision-attention-bench: out of memory\n");
         return 1;
     }
-    uint64_t s = 1; /* a fixed LCG: the same inputs in every build */
-    for (size_t i = 0; i < (size_t)patches * 3 * dim; i++) {
-        s = s * 6364136223846793005ull + 1442695040888963407ull;
-        qkv[i] = (float)((double)(s >> 40) / (double)(1ull << 24) - 0.5);
-    }
+    uint64_t seed = 1; /* the same inputs in every build */
+    for (size_t i = 0; i < (size_t)patches * 3 * dim; i++)
+        qkv[i] = (float)(jev_bench_lcg(&seed) % 2001) / 2000.0f - 0.5f;
     struct jev_peak peak = jev_peak_f32(pool, 0.5);
     const float scale = 0.125f;                                                  /* 64^-0.5 */
     jev_cpu_ops.vision_attention(be, qkv, patches, HEADS, HEAD_DIM, scale, out); /* warm-up */
@@ -75,8 +69,8 @@ int main(int argc, char **argv) {
         jev_cpu_ops.vision_attention(be, qkv, patches, HEADS, HEAD_DIM, scale, out);
         ms[r] = jev_now_ms() - t0;
     }
-    qsort(ms, (size_t)repeats, sizeof *ms, cmp_double);
-    const double med = ms[repeats / 2], gflops = 4.0 * HEADS * (double)patches * patches * HEAD_DIM / med / 1e6;
+    const double med = jev_bench_median(ms, repeats),
+                 gflops = 4.0 * HEADS * (double)patches * patches * HEAD_DIM / med / 1e6;
     char hex[JEV_SHA256_HEX];
     jev_sha256_hex(out, (size_t)patches * dim * sizeof(float), hex);
     printf("vision-attention-bench: %d threads, %d patches, %d heads of %d, FMA peak %.1f GFLOP/s (%s)\n",

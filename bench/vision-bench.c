@@ -16,17 +16,13 @@
 
 #include "backend/cpu/cpu.h"         // defines: jev_cpu_ops, jev_cpu_backend_new
 #include "base/pool.h"               // defines: jev_pool_init
-#include "common/bench/peak.h"              // defines: jev_peak_f32
+#include "common/bench/peak.h"       // defines: jev_peak_f32
+#include "common/bench/stats.h"      // defines: jev_bench_median
 #include "base/timing.h"             // defines: jev_now_ms
 #include "io/image.h"                // defines: jev_image_load
 #include "model/model.h"             // defines: jev_model_open
 #include "model/vision-preprocess.h" // defines: jev_vision_preprocess
 #include "model/vision.h"            // defines: jev_vision_forward
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv) {
     if (argc < 3) {
@@ -91,14 +87,13 @@ int main(int argc, char **argv) {
     }
     double sorted[100];
     memcpy(sorted, samples, sizeof(double) * (size_t)repeats);
-    qsort(sorted, (size_t)repeats, sizeof(double), cmp_double);
-    double med = sorted[repeats / 2];
+    double med = jev_bench_median(sorted, repeats);
     double flops = jev_vision_flops(c, in.size.n_patches);
     struct jev_peak pk = jev_peak_f32(pool, 1.0);
     double peak = pk.gflops;
-    printf("vision: %s, %dx%d -> %dx%d, grid %dx%d, %d patches, %d tokens, depth %d, hidden %d, threads %d\n",
-           argv[2], img.width, img.height, in.size.width, in.size.height, in.size.grid_h, in.size.grid_w,
-           in.size.n_patches, in.size.n_tokens, c->depth, c->hidden, jev_pool_size(pool));
+    printf("vision: %s, %dx%d -> %dx%d, grid %dx%d, %d patches, %d tokens, depth %d, hidden %d, threads %d\n", argv[2],
+           img.width, img.height, in.size.width, in.size.height, in.size.grid_h, in.size.grid_w, in.size.n_patches,
+           in.size.n_tokens, c->depth, c->hidden, jev_pool_size(pool));
     printf("preprocess (decode + resize + patches): %.1f ms\n", prep_ms);
     printf("forward ms: median %.1f, samples", med);
     for (int r = 0; r < repeats; r++)

@@ -3,7 +3,7 @@
  * and more (prefill, suffix scoring, the vision tower): y[t][r] = x[t] . W[r]^T in f32, the weights
  * dequantized straight into the kernel's panels. JEV_CPU_GEMM=avx512 runs it for every matrix it reads;
  * the default (auto) for the quantized matrices of up to 1,024 columns, where it measured ahead of
- * cpu-matmul.c's OpenBLAS path on both machines (AUTO_MAX_COLS below), OpenBLAS for the rest.
+ * cpu-matmul.c's OpenBLAS path in total on both machines (AUTO_MAX_COLS below), OpenBLAS for the rest.
  *
  * Why try it: around OpenBLAS's sgemm kernel the backend's call costs more work: each thread writes
  * its dequantized weights to a 16 MiB buffer (all of them, once per call: ~1.5 GB of f32 per
@@ -315,9 +315,11 @@ JEV_AVX512 static void gemm_task(void *arg, int64_t task, int thread) {
 
 /* AUTO's share: quantized matrices of at most AUTO_MAX_COLS columns, the language model's products of the
  * hidden size (its DeltaNet and attention inputs, the MLP's gate and up, the head's candidate rows).
- * Measured against OpenBLAS (bench/gemm-bench.c): ahead or level on those on both machines (2 cores: 0.75-1.07 x
- * at 64-512 tokens; 16 cores: 0.50-0.97 x), behind on the inner dimensions of 2,048-3,584 (16 cores:
- * 1.03-1.08 x at 512 tokens) and mixed on the vision tower's bf16 products (2 cores: up to 1.22 x).
+ * Measured against OpenBLAS (bench/gemm-bench.c), kernel time over OpenBLAS time: on those 0.75-1.07 x on
+ * 2 cores (64-512 tokens) and 0.50-1.14 x on 16 (the one above 1: the small 512 x 1024 k/v product at 512
+ * tokens, 0.92 against 0.81 ms; over the three LM shapes at 512 tokens 11.35 against 12.11 ms); behind on
+ * the inner dimensions of 2,048-3,584 (16 cores: 1.03-1.08 x at 512 tokens) and mixed on the vision tower's
+ * bf16 products (2 cores: up to 1.22 x).
  * By the matrix alone, never the token count: a token's bits stay the same in any company. */
 #define AUTO_MAX_COLS 1024
 

@@ -12,8 +12,8 @@
  * expf); on a CPU without AVX2 the same blocking runs scalar kernels. From
  * 256 rows on, the two products are single-threaded OpenBLAS sgemm calls per
  * task instead (128 queries against key chunks of up to 1968, what the
- * scratch holds), straight from the qkv rows. Every form fits the per-thread scratch for any number of
- * patches and never allocates.
+ * scratch holds), straight from the qkv rows. Every form fits the
+ * per-thread scratch for any number of patches and never allocates.
  * tests/test-vision.c checks both kernel sets against the reference (NMSE).
  *
  * Rotary and the position add are cheap (n * D work) and stay scalar, in

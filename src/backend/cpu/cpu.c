@@ -25,7 +25,7 @@ struct jev_backend *jev_cpu_backend_new(struct jev_pool *pool) {
         free(be);
         return NULL;
     }
-    be->gemm = JEV_CPU_GEMM_OPENBLAS; /* the default product kernel; cpu_create applies JEV_CPU_GEMM */
+    be->gemm = JEV_CPU_GEMM_OPENBLAS; /* until told: cpu_create applies JEV_CPU_GEMM (auto when unset) */
     /* sgemm runs inside pool tasks, one call per thread (cpu-matmul.c explains why) */
     openblas_set_num_threads(1);
     return be;

@@ -22,11 +22,9 @@
 /* Fast mode's kernels (cpu-matmul-bf16.c), in order of preference; NONE: exact mode. */
 enum jev_cpu_bf16 { JEV_CPU_BF16_NONE = 0, JEV_CPU_BF16_AVX512 = 1, JEV_CPU_BF16_AMX = 2 };
 
-/* Exact mode's products of 3+ tokens: OpenBLAS sgemm (cpu-matmul.c, the default) or this project's AVX-512
- * kernel (cpu-gemm-avx512.c, opt-in). */
-/* OPENBLAS: every product through cpu-matmul.c's sgemm path; AVX512: every one the kernel reads through
- * cpu-gemm-avx512.c; AUTO (the default where the CPU has AVX-512 F): the kernel for the matrices where it
- * measured ahead, by shape alone (jev_cpu_gemm512 says which), OpenBLAS for the others. */
+/* Exact mode's products of 3+ tokens. OPENBLAS: every product through cpu-matmul.c's sgemm path; AVX512: every one the
+ * kernel reads through cpu-gemm-avx512.c; AUTO (the default where the CPU has AVX-512 F): the kernel for the matrices
+ * where it measured ahead, by shape alone (jev_cpu_gemm512 says which), OpenBLAS for the others. */
 enum jev_cpu_gemm { JEV_CPU_GEMM_OPENBLAS = 0, JEV_CPU_GEMM_AVX512 = 1, JEV_CPU_GEMM_AUTO = 2 };
 
 struct jev_backend {
